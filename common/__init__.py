@@ -1,0 +1,1 @@
+"""The cookbook's shared harness: flags, timing, profiling, data, models, results and reports."""

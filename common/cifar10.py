@@ -1,0 +1,127 @@
+"""CIFAR-10: the real download, a folder the user gives, or synthetic images in the real
+`cifar-10-batches-py` pickle format, always read by torchvision's own CIFAR10 class."""
+import pickle
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from common import datasource
+from common.errors import CookbookError
+
+BATCHES = "cifar-10-batches-py"
+TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
+ALL_FILES = TRAIN_FILES + ["test_batch", "batches.meta"]
+CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+PER_FILE = 10000
+
+
+def _dataset_class(verify_checksums: bool):
+    from torchvision.datasets import CIFAR10
+
+    if verify_checksums:
+        return CIFAR10
+
+    class SyntheticCIFAR10(CIFAR10):
+        """torchvision's loader unchanged; only its checksum table is dropped, because the
+        synthetic files cannot match the real files' md5 sums."""
+
+        train_list = [[name, None] for name, _ in CIFAR10.train_list]
+        test_list = [[name, None] for name, _ in CIFAR10.test_list]
+        meta = {**CIFAR10.meta, "md5": None}
+
+    return SyntheticCIFAR10
+
+
+def write_synthetic(root: Path, seed: int = 0, per_file: int = PER_FILE) -> Path:
+    """Write class-dependent images (a smooth per-class template + noise) in the real format."""
+    root = Path(root)
+    final = root / BATCHES
+    if all((final / f).exists() for f in ALL_FILES):
+        return root
+    rng = np.random.default_rng(seed)
+    # low-frequency colour templates, one per class, upsampled from 4x4 to 32x32
+    templates = rng.integers(0, 256, (10, 4, 4, 3)).repeat(8, axis=1).repeat(8, axis=2).astype(np.float32)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".cifar10-", dir=root))
+    try:
+        for name in TRAIN_FILES + ["test_batch"]:
+            labels = rng.integers(0, 10, per_file)
+            noise = rng.normal(0, 40, (per_file, 32, 32, 3)).astype(np.float32)
+            images = np.clip(templates[labels] + noise, 0, 255).astype(np.uint8)
+            entry = {
+                "batch_label": f"synthetic {name}",
+                "labels": labels.tolist(),
+                # the real layout: one row per image, 1024 red, then green, then blue values
+                "data": images.transpose(0, 3, 1, 2).reshape(per_file, 3072),
+                "filenames": [f"synthetic_{name}_{i}.png" for i in range(per_file)],
+            }
+            with open(tmp / name, "wb") as f:
+                pickle.dump(entry, f, protocol=4)
+        with open(tmp / "batches.meta", "wb") as f:
+            pickle.dump({"label_names": CLASSES, "num_cases_per_batch": per_file, "num_vis": 3072}, f, protocol=4)
+        if final.exists():  # a partial folder from an interrupted run
+            shutil.rmtree(final)
+        tmp.chmod(0o755)  # mkdtemp makes it private
+        tmp.rename(final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+def _check_folder(root: Path) -> Path:
+    """The torchvision root for a user's folder (it or its parent), with each batch file checked."""
+    from torchvision.datasets import CIFAR10
+    from torchvision.datasets.utils import check_integrity
+
+    root = Path(root)
+    if root.name == BATCHES:
+        root = root.parent
+    folder = root / BATCHES
+    if not folder.is_dir():
+        raise CookbookError(f"--data {root}: no {BATCHES} folder there; give the folder that holds it")
+    for name, md5 in CIFAR10.train_list + CIFAR10.test_list + [[CIFAR10.meta["filename"], CIFAR10.meta["md5"]]]:
+        path = folder / name
+        if not path.is_file():
+            raise CookbookError(f"--data {root}: missing CIFAR-10 batch file {name} in {folder}")
+        if not check_integrity(str(path), md5):
+            raise CookbookError(f"--data {root}: CIFAR-10 batch file {name} is corrupt (md5 mismatch); download it again")
+    return root
+
+
+def _download(root: Path) -> Path:
+    from torchvision.datasets import CIFAR10
+
+    datasource.call_with_timeout(lambda: CIFAR10(root=str(root), train=True, download=True), 900)
+    return root
+
+
+def locate(data_arg: str | None) -> tuple[Path, bool, dict]:
+    """(torchvision root, whether checksums apply, source record)."""
+    synthetic_root = datasource.data_dir() / "cifar10-synthetic"
+    if data_arg == "synthetic":
+        return write_synthetic(synthetic_root), False, datasource.source(
+            "synthetic", None, "synthetic images in the CIFAR-10 pickle format (not real data)")
+    if data_arg:
+        return _check_folder(Path(data_arg)), True, datasource.source("local", str(data_arg))
+    reason = "offline mode"
+    if not datasource.offline():
+        try:
+            return _download(datasource.data_dir() / "cifar10"), True, datasource.source(
+                "real", "torchvision.datasets.CIFAR10")
+        except Exception as e:
+            reason = f"download failed ({type(e).__name__})"
+    return write_synthetic(synthetic_root), False, datasource.source(
+        "synthetic", None, f"synthetic images in the CIFAR-10 pickle format (not real data); {reason}")
+
+
+def load_train(data_arg: str | None):
+    """uint8 images (N, 32, 32, 3), int64 labels (N,), source record."""
+    root, verify, src = locate(data_arg)
+    try:
+        ds = _dataset_class(verify)(root=str(root), train=True, download=False)
+    except (RuntimeError, pickle.UnpicklingError, EOFError, KeyError, ValueError) as e:
+        raise CookbookError(f"CIFAR-10 at {root} could not be read ({type(e).__name__}: {e})") from None
+    src.update(images=len(ds), classes=len(ds.classes))
+    return ds.data, np.asarray(ds.targets, dtype=np.int64), src

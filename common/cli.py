@@ -1,0 +1,58 @@
+"""The flags every recipe script shares; bad input is one line and exit status 2."""
+import argparse
+
+from common import presets
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but an error is a single line that says where help is."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _preset_help(workload: str, key: str, overrides: dict) -> str:
+    values = [f"{mode}: {presets.defaults(workload, mode, overrides)[key]}" for mode in ("cuda", "cpu", "smoke")]
+    return "default " + ", ".join(values)
+
+
+def script_parser(prog: str, description: str, workload: str, overrides: dict) -> argparse.ArgumentParser:
+    p = OneLineParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    h = lambda key: _preset_help(workload, key, overrides)  # noqa: E731
+    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
+                   help="where to run; auto picks CUDA when present (default auto)")
+    p.add_argument("--steps", type=positive_int, help=f"timed steps ({h('steps')})")
+    p.add_argument("--warmup", type=positive_int, help=f"untimed warm-up steps before timing ({h('warmup')})")
+    p.add_argument("--batch-size", type=positive_int, help=f"samples per step ({h('batch_size')})")
+    p.add_argument("--profile-steps", type=non_negative_int,
+                   help=f"profiled steps after the timed ones, 0 to skip the profiler ({h('profile_steps')})")
+    if workload == "resnet18":
+        p.add_argument("--image-size", type=positive_int, help=f"crop size in pixels ({h('image_size')})")
+    p.add_argument("--seed", type=int, default=42, help="seed for weights and data order (default 42)")
+    p.add_argument("--data", metavar="PATH|synthetic",
+                   help="a local copy of the data set, or 'synthetic'; default: the real source, "
+                        "else a synthetic stand-in in the real format")
+    p.add_argument("--out", metavar="FILE.json", help="result file (default reports/results/<recipe>/<workload>_<variant>.json)")
+    p.add_argument("--trace-dir", metavar="DIR", help="profiler trace folder (default reports/traces/<recipe>/<workload>_<variant>)")
+    p.add_argument("--smoke", action="store_true", help="tiny sizes for CPU checks and tests")
+    return p

@@ -1,0 +1,41 @@
+"""Where data comes from, in order: a path the user gives, the real source, a synthetic stand-in."""
+import os
+import threading
+from pathlib import Path
+
+from common.env import REPO_ROOT
+
+
+def data_dir() -> Path:
+    """Cache folder for downloads and synthetic stand-ins (COOKBOOK_DATA_DIR overrides)."""
+    return Path(os.environ.get("COOKBOOK_DATA_DIR", REPO_ROOT / "data"))
+
+
+def offline() -> bool:
+    """COOKBOOK_OFFLINE=1 skips the network sources (they fail fast offline anyway)."""
+    return os.environ.get("COOKBOOK_OFFLINE", "") not in ("", "0")
+
+
+def call_with_timeout(fn, seconds: float):
+    """Run fn in a helper thread so a hanging download cannot hang the recipe."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # reported to the caller, not raised in the thread
+            box["error"] = e
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        raise TimeoutError(f"no answer in {seconds:.0f} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def source(kind: str, location: str | None, note: str = "") -> dict:
+    """kind is 'real', 'local' or 'synthetic'; synthetic data is never presented as real."""
+    return {"kind": kind, "location": location, "note": note, "synthetic": kind == "synthetic"}

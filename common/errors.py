@@ -1,0 +1,11 @@
+"""One kind of error the user sees as a single line: what is wrong and what to do."""
+import sys
+
+
+class CookbookError(Exception):
+    """A problem with the user's input or machine, reported as one line and exit status 2."""
+
+
+def exit_with(err: CookbookError, prog: str = "cookbook") -> None:
+    print(f"{prog}: error: {err}", file=sys.stderr)
+    sys.exit(2)

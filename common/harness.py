@@ -1,0 +1,209 @@
+"""What a recipe script touches: `run = harness.start(__file__, __doc__)`, then `run.loop(...)`,
+`run.phase(...)`, `run.log_loss(...)` and `run.finish()`. All measuring lives here.
+
+A run has three consecutive stretches over one stream of batches:
+  warm-up  (untimed; its wall time, compile time included, is reported on its own line)
+  timed    (per-step CUDA events or perf_counter, read once after the loop; no profiler)
+  profiled (torch.profiler, 1 warm-up + N active steps -> trace + evidence; never timed)
+"""
+import contextlib
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from common import cli, env, memory, presets, recipes, stats
+from common.errors import CookbookError
+from common.nvtx_ranges import Ranges
+from common.profiling import op_views, profiler, trace_evidence
+from common.results import write_result
+from common.timing import StepTimer, synchronize
+
+PHASES = ("data", "forward", "backward", "optimizer")
+
+
+def _one_line_errors(exc_type, exc, tb):
+    """Input problems are one line, not a stack trace; everything else keeps its trace."""
+    if issubclass(exc_type, CookbookError):
+        print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    if issubclass(exc_type, KeyboardInterrupt):
+        print("interrupted: no result written", file=sys.stderr)
+        sys.exit(130)
+    sys.__excepthook__(exc_type, exc, tb)
+
+
+def resolve_device(choice: str) -> tuple[torch.device, list[str]]:
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise CookbookError(f"--device cuda: CUDA is not available here (torch {torch.__version__}); "
+                            "use --device cpu or --device auto")
+    if choice == "auto" and not torch.cuda.is_available():
+        return torch.device("cpu"), ["CUDA not available: ran on CPU (numbers are CPU numbers)"]
+    return torch.device("cuda" if choice in ("auto", "cuda") else "cpu"), []
+
+
+def _writable_dir(path: Path, what: str) -> Path:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise CookbookError(f"{what} {path} cannot be written ({e.strerror}); choose another folder") from None
+    return path
+
+
+def start(script_file: str, doc: str | None = None, argv: list[str] | None = None) -> "Run":
+    sys.excepthook = _one_line_errors
+    recipe, workload, variant = recipes.identify(script_file)
+    overrides = getattr(recipes.settings(recipe), "DEFAULTS", {})
+    prog = f"python -m recipes.{recipe}.{workload}_{variant}"
+    args = cli.script_parser(prog, doc or "", workload, overrides).parse_args(argv)
+    try:
+        return Run(recipe, workload, variant, args, overrides)
+    except CookbookError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+class Run:
+    def __init__(self, recipe, workload, variant, args, overrides):
+        self.recipe, self.workload, self.variant = recipe, workload, variant
+        self.device, self.notices = resolve_device(args.device)
+        self.smoke = args.smoke
+        mode = "smoke" if args.smoke else self.device.type
+        sizes = presets.defaults(workload, mode, overrides)
+        pick = lambda key: getattr(args, key, None) if getattr(args, key, None) is not None else sizes.get(key)  # noqa: E731
+        self.batch_size, self.steps, self.warmup = pick("batch_size"), pick("steps"), pick("warmup")
+        self.profile_steps, self.image_size = pick("profile_steps"), pick("image_size")
+        self.seed, self.data = args.seed, args.data
+        name = f"{workload}_{variant}"
+        self.out = Path(args.out or env.REPO_ROOT / "reports" / "results" / recipe / f"{name}.json")
+        _writable_dir(self.out.parent, "output folder")
+        self.trace_dir = Path(args.trace_dir or env.REPO_ROOT / "reports" / "traces" / recipe / name)
+        if self.profile_steps:
+            _writable_dir(self.trace_dir, "trace folder")
+        self.data_source = None  # set by common.data
+        self._ranges = Ranges(self.device)
+        if self._ranges.kind == "off":
+            self.notices.append("NVTX ranges off: no CUDA device")
+        self._profiling = False
+        self._losses = []
+        self._timing = None
+        self._evidence = None
+        self._memory = None
+        self._t_start = time.perf_counter()
+        random.seed(self.seed)
+        np.random.seed(self.seed)
+        torch.manual_seed(self.seed)  # seeds CUDA too: the same weights in slow and fast
+        self.generator = torch.Generator(device=self.device).manual_seed(self.seed)  # data order and crops
+
+    # --- used by the script -------------------------------------------------------------------
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """An NVTX range (CUDA) and, while profiling, a profiler range named after the phase."""
+        with self._ranges.range(name):
+            if self._profiling:
+                with torch.profiler.record_function(name):
+                    yield
+            else:
+                yield
+
+    def log_loss(self, loss: torch.Tensor) -> None:
+        """Keep the loss on the device (no sync); read once in finish() for the parity check."""
+        self._losses.append(loss.detach())
+
+    def loop(self, batches):
+        """Yield warmup + steps + profiled batches, timing and profiling around the script's body."""
+        it = iter(batches)
+
+        def next_batch():
+            with self.phase("data"):
+                return next(it)
+
+        t0 = time.perf_counter()
+        for i in range(self.warmup):
+            with self._ranges.range(f"warmup {i}"):
+                yield next_batch()
+        synchronize(self.device)  # note: a sync point, between warm-up and timing only
+        warmup_s = time.perf_counter() - t0
+
+        memory.reset_peak(self.device)
+        timer = StepTimer(self.device, self.steps)
+        t0 = time.perf_counter()
+        for i in range(self.steps):
+            timer.start(i)
+            with self._ranges.range(f"step {i}"):
+                yield next_batch()
+            timer.stop(i)
+        step_ms = timer.step_ms()  # the one sync of the timed stretch, after its last step
+        wall_s = time.perf_counter() - t0
+        self._memory = memory.peak(self.device)
+        self._timing = {"warmup_steps": self.warmup, "warmup_s": warmup_s, "timed_wall_s": wall_s,
+                        "step_ms": step_ms, **stats.summarize(step_ms, self.batch_size)}
+
+        if self.profile_steps:
+            exclude = set(PHASES) | {f"step {i}" for i in range(self.profile_steps + 1)}
+            worker = f"{self.workload}_{self.variant}"
+            with profiler(self.trace_dir, worker, self.device, self.profile_steps) as prof:
+                self._profiling = True
+                for i in range(self.profile_steps + 1):  # +1: the profiler's own warm-up step
+                    yield next_batch()
+                    prof.step()
+                self._profiling = False
+            self._evidence = {"trace": str(prof.trace_path),
+                              **trace_evidence(prof.trace_path, self.device),
+                              "views": op_views(prof, self.device, self.profile_steps, exclude)}
+
+    def finish(self) -> dict:
+        if self._timing is None:
+            raise RuntimeError("run.finish() before run.loop() ran to its end")
+        losses = torch.stack(self._losses).float().cpu().tolist() if self._losses else []
+        environment = env.stamp(self.device)
+        result = {
+            "recipe": self.recipe, "workload": self.workload, "variant": self.variant,
+            "device": self.device.type, "smoke": self.smoke,
+            "config": {"batch_size": self.batch_size, "steps": self.steps, "warmup": self.warmup,
+                       "profile_steps": self.profile_steps, "image_size": self.image_size,
+                       "seed": self.seed, "data": self.data},
+            "env": environment,
+            "data_source": self.data_source,
+            "timing": self._timing,
+            "memory": self._memory,
+            "evidence": self._evidence,
+            "losses": losses,
+            "notices": self.notices,
+            "total_s": time.perf_counter() - self._t_start,
+        }
+        write_result(self.out, result)
+        print(summary(result, self.out))
+        return result
+
+
+def summary(r: dict, out: Path) -> str:
+    t, m, ev, cfg = r["timing"], r["memory"], r["evidence"] or {}, r["config"]
+    src = r["data_source"] or {}
+    size = f", image {cfg['image_size']}px" if cfg.get("image_size") else ""
+    mem = (f"{m['max_allocated_mb']:.0f} MB allocated ({m['max_reserved_mb']:.0f} MB reserved)"
+           if "max_allocated_mb" in m else f"{m['peak_rss_mb']:.0f} MB peak RSS (CPU, whole process)")
+    fmt = lambda v, spec: "n/a" if v is None else format(v, spec)  # noqa: E731
+    lines = [
+        f"{r['recipe']}/{r['workload']} {r['variant']} on {env.describe_device(r['env'])}",
+        f"  data       {src.get('kind', '?')}{' - ' + src['note'] if src.get('note') else ''}",
+        f"  setup      batch {cfg['batch_size']}{size}, {t['n']} timed steps after {t['warmup_steps']} warm-up "
+        f"steps ({t['warmup_s']:.2f} s, compile included)",
+        f"  step time  median {t['median_ms']:.3f} ms  p95 {t['p95_ms']:.3f}  p99 {t['p99_ms']:.3f}  "
+        f"cv {t['cv']:.1%}{'  NOISY' if stats.is_noisy(t) else ''}",
+        f"  throughput {t['throughput_per_s']:.1f} samples/s",
+        f"  memory     {mem}",
+    ]
+    if ev:
+        lines.append(f"  evidence   syncs/step {ev['syncs_per_step']:.1f}  kernels/step {fmt(ev['kernels_per_step'], '.0f')}"
+                     f"  ops/step {ev['ops_per_step']:.0f}  GPU idle {fmt(ev['gpu_idle_share'], '.0%')}")
+        lines.append(f"  trace      {ev['trace']}")
+    lines += [f"  result     {out}"] + [f"  notice     {n}" for n in r["notices"]]
+    return "\n".join(lines)

@@ -1,0 +1,58 @@
+"""The workloads' models: the seed's ProblematicChurnModel, a clean churn MLP, ResNet-18."""
+import torch
+import torch.nn as nn
+
+HIDDEN_SIZES = (512, 1024, 512, 256, 128)
+
+
+class ProblematicChurnModel(nn.Module):
+    """The seed's deliberately inefficient model, kept as the seed has it: two needless elementwise
+    ops before the network and a `.item()` host sync on the output mean in every forward."""
+
+    def __init__(self, input_size, hidden_sizes=HIDDEN_SIZES):
+        super().__init__()
+        layers = []
+        prev_size = input_size
+        for hidden_size in hidden_sizes:
+            layers.append(nn.Linear(prev_size, hidden_size))
+            layers.append(nn.ReLU())
+            layers.append(nn.Dropout(0.3))
+            prev_size = hidden_size
+        layers.append(nn.Linear(prev_size, 1))
+        layers.append(nn.Sigmoid())
+        self.network = nn.Sequential(*layers)
+        self.custom_activation = nn.ReLU()  # unused, as in the seed
+
+    def forward(self, x):
+        batch_size = x.size(0)
+        x = x + 0.0001  # needless op: a new tensor and a kernel
+        x = x * 1.0001  # needless op: another one
+        x = self.network(x)
+        if batch_size > 1:
+            mean_activation = torch.mean(x).item()  # note: this is a sync point (the seed's)
+            del mean_activation
+        return x
+
+
+class ChurnMLP(nn.Module):
+    """The same layers (and so the same parameters, in the same order) without the extra work."""
+
+    def __init__(self, input_size, hidden_sizes=HIDDEN_SIZES):
+        super().__init__()
+        layers = []
+        prev_size = input_size
+        for hidden_size in hidden_sizes:
+            layers += [nn.Linear(prev_size, hidden_size), nn.ReLU(), nn.Dropout(0.3)]
+            prev_size = hidden_size
+        layers += [nn.Linear(prev_size, 1), nn.Sigmoid()]
+        self.network = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.network(x)
+
+
+def resnet18(num_classes: int = 10) -> nn.Module:
+    """torchvision's ResNet-18 from scratch (weights=None: nothing is downloaded)."""
+    from torchvision.models import resnet18 as tv_resnet18
+
+    return tv_resnet18(weights=None, num_classes=num_classes)

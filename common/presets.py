@@ -1,0 +1,23 @@
+"""Default sizes per workload and mode: full size on CUDA, small on CPU, tiny with --smoke."""
+
+PRESETS = {
+    "churn": {
+        "cuda": {"batch_size": 64, "steps": 300, "warmup": 30, "profile_steps": 5},
+        "cpu": {"batch_size": 64, "steps": 100, "warmup": 10, "profile_steps": 3},
+        "smoke": {"batch_size": 32, "steps": 6, "warmup": 2, "profile_steps": 2},
+    },
+    "resnet18": {
+        "cuda": {"batch_size": 32, "steps": 100, "warmup": 15, "profile_steps": 5, "image_size": 224},
+        "cpu": {"batch_size": 8, "steps": 12, "warmup": 2, "profile_steps": 2, "image_size": 112},
+        "smoke": {"batch_size": 4, "steps": 3, "warmup": 1, "profile_steps": 1, "image_size": 64},
+    },
+}
+WORKLOADS = tuple(PRESETS)
+
+
+def defaults(workload: str, mode: str, recipe_overrides: dict | None = None) -> dict:
+    """The preset, with a recipe's own overrides for that workload and mode (smoke stays tiny)."""
+    values = dict(PRESETS[workload][mode])
+    if mode != "smoke":
+        values.update((recipe_overrides or {}).get(workload, {}).get(mode, {}))
+    return values

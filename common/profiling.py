@@ -1,0 +1,122 @@
+"""torch.profiler around a few steps, and the evidence read from it.
+
+One context manager (a schedule of 1 warm-up + N active steps, repeat=1) writes a TensorBoard /
+Perfetto trace as reports/traces/<recipe>/<workload>_<variant>/<worker>.pt.trace.json. The evidence:
+- the seed's four views of key_averages(): top ops by device time, self memory, CPU time, calls;
+- from the trace: host syncs, kernels and ops per step, and the GPU's idle share.
+"""
+import contextlib
+import json
+import os
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+# host-blocking CUDA runtime calls; .item() on CUDA shows up as a cudaStreamSynchronize
+SYNC_APIS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+# the ops that force a sync when the tensor lives on a GPU (on CPU they are the only trace of one)
+SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+TOP_ROWS = 10
+
+
+@contextlib.contextmanager
+def profiler(trace_dir: Path, worker: str, device: torch.device, active_steps: int):
+    """Yield a profiler; call .step() after each step, for active_steps + 1 steps."""
+    trace_dir = Path(trace_dir)
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    final = trace_dir / f"{worker}.pt.trace.json"
+
+    def write_trace(prof):
+        tmp = trace_dir / f".{worker}.{os.getpid()}.json.tmp"  # not matched by TensorBoard's loader
+        prof.export_chrome_trace(str(tmp))
+        os.replace(tmp, final)
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=0, warmup=1, active=active_steps, repeat=1),
+        on_trace_ready=write_trace,
+        record_shapes=True,
+        profile_memory=True,
+    ) as prof:
+        yield prof
+    prof.trace_path = final
+
+
+def _first(obj, *names, default=0.0):
+    for name in names:  # newer torch names first; older ones still exist with a FutureWarning
+        value = getattr(obj, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+def op_views(prof, device: torch.device, steps: int, exclude: set[str]) -> dict:
+    """The seed's four views, per step, top rows only."""
+    cuda = device.type == "cuda"
+    rows = []
+    for e in prof.key_averages():
+        if e.key.startswith("ProfilerStep") or e.key in exclude:
+            continue
+        rows.append({
+            "name": e.key,
+            "calls": e.count / steps,
+            "self_cpu_us": e.self_cpu_time_total / steps,
+            "cpu_total_us": e.cpu_time_total / steps,
+            "self_device_us": _first(e, "self_device_time_total", "self_cuda_time_total") / steps if cuda else None,
+            "self_mem_bytes": (_first(e, "self_device_memory_usage", "self_cuda_memory_usage") if cuda
+                               else e.self_cpu_memory_usage) / steps,
+        })
+    time_key = "self_device_us" if cuda else "self_cpu_us"
+    top = lambda key: sorted(rows, key=lambda r: r[key], reverse=True)[:TOP_ROWS]  # noqa: E731
+    return {
+        "device_time": {"key": time_key, "rows": top(time_key)},
+        "self_memory": {"key": "self_mem_bytes", "rows": top("self_mem_bytes")},
+        "cpu_time": {"key": "cpu_total_us", "rows": top("cpu_total_us")},
+        "calls": {"key": "calls", "rows": top("calls")},
+    }
+
+
+def _union_length(intervals):
+    total, end = 0.0, float("-inf")
+    for s, e in sorted(intervals):
+        if e <= end:
+            continue
+        total += e - max(s, end)
+        end = e
+    return total
+
+
+def trace_evidence(trace_path: Path, device: torch.device) -> dict:
+    """Counts per step from the exported Chrome trace."""
+    events = [e for e in json.loads(Path(trace_path).read_text())["traceEvents"] if e.get("ph") == "X"]
+    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    n = max(len(steps), 1)
+    count = lambda cat, names=None: sum(  # noqa: E731
+        1 for e in events if e.get("cat") == cat and (names is None or e.get("name") in names))
+    sync_ops = {name: count("cpu_op", {name}) / n for name in SYNC_OPS}
+    out = {
+        "profiled_steps": len(steps),
+        "ops_per_step": count("cpu_op") / n,
+        "sync_ops_per_step": sync_ops,
+    }
+    if device.type == "cuda":
+        sync_apis = {name: count("cuda_runtime", {name}) / n for name in SYNC_APIS}
+        gpu = [(e["ts"], e["ts"] + e.get("dur", 0)) for e in events if e.get("cat") in GPU_CATS]
+        start = min(e["ts"] for e in steps) if steps else min((s for s, _ in gpu), default=0)
+        end = max([e["ts"] + e.get("dur", 0) for e in steps] + [t for _, t in gpu] or [start])
+        span = max(end - start, 1e-9)
+        out.update(
+            syncs_per_step=sum(sync_apis.values()),
+            sync_apis_per_step=sync_apis,
+            kernels_per_step=count("kernel") / n,
+            memcpy_per_step=count("gpu_memcpy") / n,
+            gpu_idle_share=max(0.0, 1.0 - _union_length(gpu) / span),
+        )
+    else:
+        # no CUDA runtime on CPU: count the ops that would block the host on a GPU
+        out.update(syncs_per_step=sync_ops["aten::_local_scalar_dense"], kernels_per_step=None,
+                   gpu_idle_share=None)
+    return out

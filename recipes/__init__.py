@@ -1,0 +1,1 @@
+"""Slow/fast pairs, one folder per technique."""

@@ -1,0 +1,32 @@
+"""AMP recipe, ResNet-18 on CIFAR-10, fast twin: mixed precision training.
+
+ResNet-18 (10 classes, weights=None), Adam(lr=1e-4), CrossEntropyLoss, 224 px crops. The input
+pipeline lives on the device (uint8 CIFAR-10 there, random-resized-crop + flip in batches) so the
+pair measures the arithmetic's precision and nothing else.
+"""
+import torch
+
+from common import data, harness, models
+
+run = harness.start(__file__, __doc__)
+model = models.resnet18().to(run.device)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+criterion = torch.nn.CrossEntropyLoss()
+batches = data.cifar10_train_batches(run)
+# bf16 keeps fp32's range, so it needs no loss scaling; fp16 (GPUs without bf16) needs GradScaler
+amp_dtype = torch.bfloat16 if run.device.type == "cpu" or torch.cuda.is_bf16_supported() else torch.float16
+scaler = torch.amp.GradScaler(run.device.type, enabled=amp_dtype == torch.float16)  # no-op for bf16
+
+for images, labels in run.loop(batches):
+    with run.phase("forward"), torch.autocast(run.device.type, dtype=amp_dtype):  # convs/matmuls in 16-bit
+        outputs = model(images)
+        loss = criterion(outputs, labels)  # autocast runs the loss in fp32
+    with run.phase("backward"):
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()  # fp16: scale up so small gradients do not flush to zero
+    with run.phase("optimizer"):
+        scaler.step(optimizer)  # fp16: unscale, skip the step if a gradient overflowed
+        scaler.update()  # fp16: adapt the scale
+    run.log_loss(loss)
+
+run.finish()
