@@ -81,11 +81,12 @@ def _check_folder(root: Path) -> Path:
     folder = root / BATCHES
     if not folder.is_dir():
         raise CookbookError(f"--data {root}: no {BATCHES} folder there; give the folder that holds it")
-    for name, md5 in CIFAR10.train_list + CIFAR10.test_list + [[CIFAR10.meta["filename"], CIFAR10.meta["md5"]]]:
-        path = folder / name
-        if not path.is_file():
-            raise CookbookError(f"--data {root}: missing CIFAR-10 batch file {name} in {folder}")
-        if not check_integrity(str(path), md5):
+    expected = CIFAR10.train_list + CIFAR10.test_list + [[CIFAR10.meta["filename"], CIFAR10.meta["md5"]]]
+    missing = [name for name, _ in expected if not (folder / name).is_file()]
+    if missing:
+        raise CookbookError(f"--data {root}: missing CIFAR-10 batch file {', '.join(missing)} in {folder}")
+    for name, md5 in expected:
+        if not check_integrity(str(folder / name), md5):
             raise CookbookError(f"--data {root}: CIFAR-10 batch file {name} is corrupt (md5 mismatch); download it again")
     return root
 

@@ -34,6 +34,8 @@ def parse_args(argv):
     p.add_argument("--data", action="append", default=[], metavar="synthetic|WORKLOAD=PATH",
                    help="data for the scripts: 'synthetic' for all, or churn=FILE.csv / resnet18=CIFAR_ROOT (repeatable)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: a quick CPU check of the whole pipeline")
+    p.add_argument("--parity-rtol", type=float, metavar="FRACTION",
+                   help="override the recipe's parity tolerance (relative loss difference, e.g. 0.01)")
     p.add_argument("--reports-dir", default=str(env.REPO_ROOT / "reports"), help="where the report goes (default reports/)")
     p.epilog = "Flags after -- go to every script, e.g. -- --steps 50 --batch-size 64"
     own = argv.index("--") if "--" in argv else len(argv)
@@ -155,8 +157,8 @@ def compare(argv=None) -> int:
                 by_variant.setdefault((workload, variant), []).append(result)
                 print(f"{elapsed:.1f} s, median {result['timing']['median_ms']:.3f} ms", flush=True)
 
-    rtol = settings.PARITY["rtol"]
-    comparison = {"recipe": recipe, "title": settings.TITLE, "parity_rule": settings.PARITY,
+    rtol = settings.PARITY["rtol"] if args.parity_rtol is None else args.parity_rtol
+    comparison = {"recipe": recipe, "title": settings.TITLE, "parity_rule": {**settings.PARITY, "rtol": rtol},
                   "rounds": rounds, "smoke": args.smoke, "device": "cuda" if cuda else "cpu",
                   "command": "python -m common.compare " + " ".join(argv),
                   "workloads": {}, "failures": failures}
@@ -186,7 +188,7 @@ def compare(argv=None) -> int:
                 print(f"parity FAILED for {recipe}/{workload}: {par['why']}", file=sys.stderr)
             else:
                 print(f"parity FAILED for {recipe}/{workload}: the loss differs by {par['max_rel']:.1%} at step "
-                      f"{par['at_step']} (tolerance {par['rtol']:.0%})", file=sys.stderr)
+                      f"{par['at_step']} (tolerance {par['rtol'] * 100:.4g}%)", file=sys.stderr)
     for f in failures:
         status = 1
         print(f"{f['workload']} {f['variant']} round {f['round']} failed (exit {f['returncode']}); last lines of {f['log']}:",

@@ -24,12 +24,13 @@ from common.results import write_result
 from common.timing import StepTimer, synchronize
 
 PHASES = ("data", "forward", "backward", "optimizer")
+_prog = Path(sys.argv[0]).name  # replaced by "python -m recipes.<recipe>.<script>" in start()
 
 
 def _one_line_errors(exc_type, exc, tb):
     """Input problems are one line, not a stack trace; everything else keeps its trace."""
     if issubclass(exc_type, CookbookError):
-        print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
+        print(f"{_prog}: error: {exc}", file=sys.stderr)
         sys.exit(2)
     if issubclass(exc_type, KeyboardInterrupt):
         print("interrupted: no result written", file=sys.stderr)
@@ -58,10 +59,11 @@ def _writable_dir(path: Path, what: str) -> Path:
 
 
 def start(script_file: str, doc: str | None = None, argv: list[str] | None = None) -> "Run":
+    global _prog
     sys.excepthook = _one_line_errors
     recipe, workload, variant = recipes.identify(script_file)
     overrides = getattr(recipes.settings(recipe), "DEFAULTS", {})
-    prog = f"python -m recipes.{recipe}.{workload}_{variant}"
+    prog = _prog = f"python -m recipes.{recipe}.{workload}_{variant}"
     args = cli.script_parser(prog, doc or "", workload, overrides).parse_args(argv)
     try:
         return Run(recipe, workload, variant, args, overrides)

@@ -147,7 +147,7 @@ def _workload_section(recipe, workload, entry, reports_dir):
             f"- Memory: {mem_f:.0f} MB vs {mem_s:.0f} MB ({(mem_f / mem_s - 1) * 100:+.1f}%)" if mem_s else "- Memory: n/a"]
     if par.get("max_rel") is not None:
         out.append(f"- Parity ({'passed' if par['ok'] else 'FAILED'}): the loss differs by at most {par['max_rel']:.2%} "
-                   f"(step {par['at_step']} of {par['steps']}; mean {par['mean_rel']:.2%}); tolerance {par['rtol']:.0%}")
+                   f"(step {par['at_step']} of {par['steps']}; mean {par['mean_rel']:.2%}); tolerance {par['rtol'] * 100:.4g}%")
     else:
         out.append(f"- Parity FAILED: {par.get('why')}")
     if cpu:
@@ -186,7 +186,7 @@ def render_markdown(comparison, reports_dir: Path) -> str:
              f"(`reports/results/{recipe}/`). Device: **{device_label(comparison)}**.", ""]
     lines += _env_table(comparison) + ["", f"![step time and memory]({recipe}.png)", ""]
     rule = comparison["parity_rule"]
-    lines += [f"Parity rule: {rule['what']}, relative difference at most {rule['rtol']:.0%} at every step. "
+    lines += [f"Parity rule: {rule['what']}, relative difference at most {rule['rtol'] * 100:.4g}% at every step. "
               f"Timing: CUDA events (CPU: perf_counter) around each step, read after the loop; warm-up excluded "
               f"and shown on its own; CV above {stats.NOISY_CV:.0%} is flagged noisy.", ""]
     for workload, entry in comparison["workloads"].items():

@@ -116,6 +116,9 @@ def read_csv(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise CookbookError(f"--data {path}: no such file; give the Telco churn CSV ({CSV_NAME})")
     try:
+        with open(path, "rb") as f:
+            if b"\x00" in f.read(4096):  # pandas would take binary junk for a header line
+                raise CookbookError(f"--data {path}: not a readable CSV (binary content); give the Telco churn CSV")
         df = pd.read_csv(path)
     except pd.errors.EmptyDataError:
         raise CookbookError(f"--data {path}: the file is empty; give the Telco churn CSV") from None

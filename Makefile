@@ -1,0 +1,54 @@
+# The PyTorch GPU optimization cookbook. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+# PYTHON=python3 runs with a ready interpreter and skips the venv (e.g. a GPU image without internet)
+PYTHON ?=
+ifeq ($(PYTHON),)
+PY := $(VENV)/bin/python
+SETUP := $(VENV)/.installed
+else
+PY := $(PYTHON)
+SETUP :=
+endif
+ARGS ?=
+HOST ?= 127.0.0.1
+PORT ?= 6006
+RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
+
+.PHONY: help setup test tensorboard clean
+
+help: ## list the targets
+	@echo "Quick start: make recipe-amp (the main job), make test (the CPU test suite)."
+	@grep -hE '^[a-zA-Z%_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+	@echo "Recipes: $(RECIPES). Extra runner flags: ARGS='--smoke' or ARGS='--rounds 5 -- --steps 200'."
+
+# Redone only when requirements.txt changes; --system-site-packages reuses a preinstalled torch.
+$(VENV)/.installed: requirements.txt
+	python3 -m venv --system-site-packages $(VENV)
+	$(VENV)/bin/python -m pip install -r requirements.txt
+	touch $@
+
+setup: $(SETUP) ## create .venv and install requirements.txt (automatic for every target)
+
+recipe-%: $(SETUP) ## run a recipe's slow/fast pairs -> reports/<recipe>.md (e.g. make recipe-amp)
+	$(PY) -m common.compare $* $(ARGS)
+
+diff-%: $(SETUP) ## print each slow/fast pair of a recipe side by side (e.g. make diff-amp)
+	@$(PY) -m common.diffview $*
+
+report-%: $(SETUP) ## re-render reports/<recipe>.md from the saved results
+	$(PY) -m common.report $*
+
+nsys-%: $(SETUP) ## run a recipe's pairs under Nsight Systems with NVTX ranges (needs nsys)
+	$(PY) -m common.nsys $* $(ARGS)
+
+tensorboard: $(SETUP) ## serve reports/traces on http://127.0.0.1:6006 (HOST=, PORT= to change)
+	$(PY) -m common.traceview --host $(HOST) --port $(PORT)
+
+test: $(SETUP) ## the CPU test suite, as CI runs it
+	$(PY) -m pytest -q
+
+clean: ## delete generated results and traces (committed reports stay)
+	rm -rf reports/results reports/traces

@@ -1,0 +1,99 @@
+"""`make recipe-amp` in smoke mode: both pairs run, pass parity, and the report has what it promises."""
+import json
+
+from common import profiling
+from common.results import SCHEMA_VERSION
+from conftest import run_module
+
+WORKLOADS = ("churn", "resnet18")
+
+
+def test_comparison_succeeds_with_parity(amp_smoke):
+    proc, reports = amp_smoke
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    comparison = json.loads((reports / "results" / "amp" / "comparison.json").read_text())
+    assert comparison["schema_version"] == SCHEMA_VERSION
+    for w in WORKLOADS:
+        entry = comparison["workloads"][w]
+        assert entry["parity"]["ok"] and entry["parity"]["max_rel"] <= entry["parity"]["rtol"]
+        assert entry["speedup"] > 0
+    assert "parity ok" in proc.stdout and "FAILED" not in proc.stdout
+
+
+def test_each_run_writes_a_complete_result(amp_smoke):
+    _, reports = amp_smoke
+    folder = reports / "results" / "amp"
+    assert not list(folder.glob("*.tmp")) and not list(folder.glob(".*"))  # atomic writes leave nothing behind
+    for w in WORKLOADS:
+        for v in ("slow", "fast"):
+            r = json.loads((folder / f"{w}_{v}_r1.json").read_text())
+            assert r["schema_version"] == SCHEMA_VERSION and (r["recipe"], r["workload"], r["variant"]) == ("amp", w, v)
+            t = r["timing"]
+            assert t["n"] == r["config"]["steps"] == len(t["step_ms"]) and t["median_ms"] > 0
+            assert {"mean_ms", "std_ms", "cv", "p95_ms", "p99_ms", "min_ms", "throughput_per_s", "warmup_s"} <= set(t)
+            assert r["memory"]["peak_rss_mb"] > 0
+            assert r["data_source"]["kind"] == "synthetic"
+            steps = r["config"]["warmup"] + r["config"]["steps"] + r["config"]["profile_steps"] + 1
+            assert len(r["losses"]) == steps
+            assert r["env"]["device_type"] == "cpu"
+            ev = r["evidence"]
+            assert ev["profiled_steps"] == r["config"]["profile_steps"] and ev["ops_per_step"] > 0
+            assert set(ev["views"]) == {"device_time", "self_memory", "cpu_time", "calls"}
+            assert all(ev["views"][k]["rows"] for k in ev["views"])
+
+
+def test_report_has_environment_tables_evidence_and_diffs(amp_smoke):
+    _, reports = amp_smoke
+    md = (reports / "amp.md").read_text()
+    assert "CPU" in md and "not a GPU result" in md and "smoke" in md
+    assert "synthetic" in md and "not real data" in md
+    for w in WORKLOADS:
+        assert f"## {w}" in md
+        assert f"[side by side](amp_{w}_diff.html)" in md
+        assert (reports / f"amp_{w}_diff.html").read_text().count("<table") >= 1
+        assert f"+++ {w}_fast.py" in md
+    for title in ("self memory", "CPU time", "call count"):
+        assert md.count(title) >= 2
+    assert md.count("Speedup (median step time)") == 2 and md.count("Parity (passed)") == 2
+    assert "make tensorboard" in md and "127.0.0.1:6006" in md
+    assert (reports / "amp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_traces_written_per_variant(amp_smoke):
+    _, reports = amp_smoke
+    for w in WORKLOADS:
+        for v in ("slow", "fast"):
+            trace = reports / "traces" / "amp" / f"{w}_{v}" / f"{w}_{v}.pt.trace.json"
+            events = json.loads(trace.read_text())["traceEvents"]
+            assert any(str(e.get("name", "")).startswith("ProfilerStep#") for e in events)
+            assert any(e.get("name") == "forward" for e in events)  # the harness's phase ranges
+
+
+def test_parity_failure_exits_nonzero_and_says_by_how_much(tmp_path):
+    proc = run_module("common.compare", "amp", "--smoke", "--data", "synthetic", "--workloads", "churn",
+                      "--parity-rtol", "1e-9", "--reports-dir", str(tmp_path))
+    assert proc.returncode == 1
+    assert "parity FAILED for amp/churn: the loss differs by" in proc.stderr
+    assert "tolerance 1e-07%" in proc.stderr
+
+
+def test_trace_evidence_counts_syncs_kernels_and_idle(tmp_path):
+    """A hand-made CUDA-style trace: 2 steps, 3 kernels, 1 sync; the GPU busy 30 of 100 us."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 50},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": 50, "dur": 50},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::_local_scalar_dense", "ts": 10, "dur": 5},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": 11, "dur": 3},
+        {"ph": "X", "cat": "kernel", "name": "k1", "ts": 0, "dur": 10},
+        {"ph": "X", "cat": "kernel", "name": "k2", "ts": 5, "dur": 10},  # overlaps k1: counted once
+        {"ph": "X", "cat": "kernel", "name": "k3", "ts": 60, "dur": 15},
+    ]
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    import torch
+
+    ev = profiling.trace_evidence(path, torch.device("cuda"))
+    assert ev["profiled_steps"] == 2 and ev["kernels_per_step"] == 1.5 and ev["syncs_per_step"] == 0.5
+    assert abs(ev["gpu_idle_share"] - 0.7) < 1e-9
+    cpu = profiling.trace_evidence(path, torch.device("cpu"))
+    assert cpu["syncs_per_step"] == 0.5 and cpu["kernels_per_step"] is None

@@ -1,0 +1,51 @@
+"""Every slow/fast pair differs only in its optimization: a small diff, every changed line explained."""
+import ast
+import difflib
+
+import pytest
+
+from common import recipes
+
+PAIRS = [(r, w) for r in recipes.available() for w in recipes.workloads(r)]
+MAX_CHANGED = 25
+
+
+def code_lines(path):
+    """Source lines outside the module docstring (the docstrings of a pair name their variant)."""
+    source = path.read_text()
+    doc = ast.get_docstring(ast.parse(source), clean=False)
+    body = ast.parse(source).body
+    skip = set(range(body[0].lineno, body[0].end_lineno + 1)) if doc else set()
+    return [line for i, line in enumerate(source.splitlines(), 1) if i not in skip]
+
+
+@pytest.mark.parametrize("recipe, workload", PAIRS)
+def test_pair_diff_is_small(recipe, workload):
+    slow = recipes.script(recipe, workload, "slow").read_text().splitlines()
+    fast = recipes.script(recipe, workload, "fast").read_text().splitlines()
+    changed = sum(1 for line in difflib.ndiff(slow, fast) if line[:2] in ("- ", "+ "))
+    assert 0 < changed <= MAX_CHANGED
+
+
+@pytest.mark.parametrize("recipe, workload", PAIRS)
+def test_every_new_line_of_the_fast_twin_says_why(recipe, workload):
+    slow = code_lines(recipes.script(recipe, workload, "slow"))
+    fast = code_lines(recipes.script(recipe, workload, "fast"))
+    removed = {line[2:].strip() for line in difflib.ndiff(slow, fast) if line.startswith("- ")}
+    above = ""  # the previous non-blank line of the fast twin
+    for line in difflib.ndiff(slow, fast):
+        if line.startswith(("- ", "? ")):
+            continue
+        text = line[2:].strip()
+        if line.startswith("+ ") and text and text not in removed:  # a re-indented line is not new
+            explained = "#" in text or above.startswith("#")  # on the line, or a comment line just above
+            assert explained, f"{recipe}/{workload}_fast.py: no comment on {text!r}"
+        above = text or above
+
+
+@pytest.mark.parametrize("recipe, workload", PAIRS)
+def test_pair_shares_the_harness_lines(recipe, workload):
+    for variant in recipes.VARIANTS:
+        source = recipes.script(recipe, workload, variant).read_text()
+        assert "run = harness.start(__file__, __doc__)" in source and "run.finish()" in source
+        assert "run.loop(" in source and "run.log_loss(" in source

@@ -1,0 +1,61 @@
+"""The traces load in a real TensorBoard with torch-tb-profiler, served on 127.0.0.1."""
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import REPO
+
+PLUGIN = "/data/plugin/pytorch_profiler"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+        return json.loads(r.read())
+
+
+def test_profiler_plugin_lists_runs_and_views(amp_smoke):
+    pytest.importorskip("torch_tb_profiler")
+    _, reports = amp_smoke
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "common.traceview", "--logdir", str(reports / "traces"),
+                             "--port", str(port)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        runs, deadline = [], time.time() + 90
+        while time.time() < deadline:
+            try:
+                listing = get(port, f"{PLUGIN}/runs")
+                runs = listing["runs"]
+                if "amp/resnet18_fast" in runs and not listing.get("loading"):
+                    break
+            except OSError:
+                pass
+            time.sleep(1)
+        assert {"amp/churn_slow", "amp/churn_fast", "amp/resnet18_slow", "amp/resnet18_fast"} <= set(runs)
+        views = get(port, f"{PLUGIN}/views?run=amp/resnet18_fast")
+        assert {"Overview", "Operator", "Trace"} <= set(views)
+        assert get(port, f"{PLUGIN}/workers?run=amp/resnet18_fast&view=Operator") == ["resnet18_fast"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_taken_port_is_one_clear_error(amp_smoke):
+    _, reports = amp_smoke
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "common.traceview", "--logdir", str(reports / "traces"),
+                               "--port", str(port)], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and f"port {port} on 127.0.0.1 is taken" in proc.stderr
