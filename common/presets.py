@@ -3,12 +3,12 @@
 PRESETS = {
     "churn": {
         "cuda": {"batch_size": 64, "steps": 300, "warmup": 30, "profile_steps": 5},
-        "cpu": {"batch_size": 64, "steps": 100, "warmup": 10, "profile_steps": 3},
+        "cpu": {"batch_size": 64, "steps": 300, "warmup": 20, "profile_steps": 3},
         "smoke": {"batch_size": 32, "steps": 6, "warmup": 2, "profile_steps": 2},
     },
     "resnet18": {
         "cuda": {"batch_size": 32, "steps": 100, "warmup": 15, "profile_steps": 5, "image_size": 224},
-        "cpu": {"batch_size": 8, "steps": 12, "warmup": 2, "profile_steps": 2, "image_size": 112},
+        "cpu": {"batch_size": 8, "steps": 24, "warmup": 3, "profile_steps": 2, "image_size": 112},
         "smoke": {"batch_size": 4, "steps": 3, "warmup": 1, "profile_steps": 1, "image_size": 64},
     },
 }
