@@ -29,6 +29,8 @@ def profiler(trace_dir: Path, worker: str, device: torch.device, active_steps: i
     final = trace_dir / f"{worker}.pt.trace.json"
 
     def write_trace(prof):
+        # tensorboard_trace_handler's layout (<worker>.pt.trace.json in a run folder), but under a
+        # fixed name and atomically: a re-run replaces its trace instead of adding a second span
         tmp = trace_dir / f".{worker}.{os.getpid()}.json.tmp"  # not matched by TensorBoard's loader
         prof.export_chrome_trace(str(tmp))
         os.replace(tmp, final)
