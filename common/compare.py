@@ -7,10 +7,15 @@ alternates too) so that drift hits both; round 1 also profiles. Then: a parity c
 trajectories, a terminal summary, and the report (reports/<recipe>.md, plot, side-by-side diffs).
 """
 import argparse
+import contextlib
+import datetime as dt
+import fcntl
 import os
+import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -18,6 +23,7 @@ import torch
 from common import env, recipes, stats
 from common.cli import OneLineParser, positive_int
 from common.errors import CookbookError, exit_with
+from common.harness import EXIT_OOM
 from common.presets import WORKLOADS
 from common.results import read_result, write_result
 
@@ -60,22 +66,77 @@ def data_flags(values, workloads):
     return flags
 
 
-def run_variant(recipe, workload, variant, round_no, args, paths, extra):
-    """One variant in its own process; output goes to a log next to its result."""
-    out = paths["results"] / f"{workload}_{variant}_r{round_no}.json"
+@dataclass
+class Plan:
+    """Everything one comparison runs: validated from the command line before anything starts."""
+    recipe: str
+    title: str
+    parity_rule: dict
+    cuda: bool
+    rounds: int
+    workloads: list
+    script_flags: dict  # workload -> flags for its scripts (data, --smoke, pass-through)
+    reports_dir: Path
+    results_dir: Path  # this invocation's own folder under reports/results/<recipe>/
+    traces_dir: Path
+    smoke: bool
+    device: str
+    command: str
+
+    @property
+    def recipe_results(self) -> Path:
+        return self.results_dir.parent
+
+
+def make_plan(argv) -> Plan:
+    args = parse_args(argv)
+    recipe = recipes.check(args.recipe)
+    settings = recipes.settings(recipe)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise CookbookError("--device cuda: CUDA is not available here; use --device cpu or --device auto")
+    cuda = args.device != "cpu" and torch.cuda.is_available()
+    workloads = recipes.workloads(recipe)
+    if args.workloads:
+        wanted = [w.strip() for w in args.workloads.split(",") if w.strip()]
+        unknown = [w for w in wanted if w not in workloads]
+        if unknown:
+            raise CookbookError(f"--workloads: no {recipe} pair for {', '.join(unknown)}; choose from {', '.join(workloads)}")
+        workloads = wanted
+    data = data_flags(args.data, workloads)
+    common_flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
+    reports_dir = Path(args.reports_dir)
+    # one folder per invocation: two runs at once never read or overwrite each other's results
+    run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
+    plan = Plan(recipe=recipe, title=settings.TITLE, cuda=cuda,
+                parity_rule={**settings.PARITY, **({"rtol": args.parity_rtol} if args.parity_rtol is not None else {})},
+                rounds=args.rounds or (1 if args.smoke else 3 if cuda else 2), workloads=workloads,
+                script_flags={w: common_flags + data[w] + args.script_args for w in workloads},
+                reports_dir=reports_dir, results_dir=reports_dir / "results" / recipe / run_id,
+                traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke, device=args.device,
+                command="python -m common.compare " + " ".join(argv))
+    for folder in (plan.results_dir, plan.traces_dir):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise CookbookError(f"--reports-dir {reports_dir}: cannot write ({e.strerror}); choose a writable folder") from None
+    return plan
+
+
+def run_variant(plan: Plan, workload, variant, round_no):
+    """One variant in its own process; its output goes to a log next to its result."""
+    out = plan.results_dir / f"{workload}_{variant}_r{round_no}.json"
     log = out.with_suffix(".log")
-    cmd = [sys.executable, "-m", f"recipes.{recipe}.{workload}_{variant}", "--device", args.device,
-           "--out", str(out), "--trace-dir", str(paths["traces"] / f"{workload}_{variant}")]
+    cmd = [sys.executable, "-m", f"recipes.{plan.recipe}.{workload}_{variant}", "--out", str(out),
+           "--trace-dir", str(plan.traces_dir / f"{workload}_{variant}")] + plan.script_flags[workload]
     if round_no > 1:
         cmd += ["--profile-steps", "0"]  # the evidence comes from round 1
-    if args.smoke:
-        cmd.append("--smoke")
-    cmd += extra
     t0 = time.perf_counter()
     with open(log, "w") as f:
         proc = subprocess.run(cmd, cwd=env.REPO_ROOT, stdout=f, stderr=subprocess.STDOUT,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
     elapsed = time.perf_counter() - t0
+    if proc.returncode == EXIT_OOM and out.exists():
+        return read_result(out), None, elapsed  # out of memory: a result with status "oom"
     if proc.returncode != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-LOG_TAIL:]
         return None, {"workload": workload, "variant": variant, "round": round_no,
@@ -96,108 +157,137 @@ def parity(slow, fast, rtol):
 
 
 def aggregate(runs):
-    """Pool the timed steps of every round of one variant."""
+    """Pool the timed steps of every round of one variant (or report its out-of-memory)."""
     first = runs[0]
+    oom = next((r for r in runs if r["status"] == "oom"), None)
+    if oom:
+        return {"status": "oom", "oom": oom["oom"], "config": oom["config"], "env": oom["env"],
+                "data_source": oom["data_source"], "notices": oom["notices"], "warnings": []}
     pooled = [ms for r in runs for ms in r["timing"]["step_ms"]]
     return {
+        "status": "ok",
+        "step_ms": pooled,
         "stats": stats.summarize(pooled, first["config"]["batch_size"]),
         "round_medians_ms": [r["timing"]["median_ms"] for r in runs],
         "warmup_s": [r["timing"]["warmup_s"] for r in runs],
         "memory": max((r["memory"] for r in runs), key=lambda m: m.get("max_allocated_mb", m.get("peak_rss_mb", 0))),
         "evidence": first["evidence"],
+        "gpu_monitor": first.get("gpu_monitor"),
         "config": first["config"],
         "data_source": first["data_source"],
         "notices": first["notices"],
+        "warnings": sorted({w for r in runs for w in r.get("warnings", [])}),
         "env": first["env"],
     }
 
 
-def compare(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse_args(argv)
-    recipe = recipes.check(args.recipe)
-    settings = recipes.settings(recipe)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise CookbookError("--device cuda: CUDA is not available here; use --device cpu or --device auto")
-    cuda = args.device != "cpu" and torch.cuda.is_available()
-    rounds = args.rounds or (1 if args.smoke else 3 if cuda else 2)
-    workloads = recipes.workloads(recipe)
-    if args.workloads:
-        wanted = [w.strip() for w in args.workloads.split(",") if w.strip()]
-        unknown = [w for w in wanted if w not in workloads]
-        if unknown:
-            raise CookbookError(f"--workloads: no {recipe} pair for {', '.join(unknown)}; choose from {', '.join(workloads)}")
-        workloads = wanted
-    extra = args.script_args
-    dflags = data_flags(args.data, workloads)
-    reports_dir = Path(args.reports_dir)
-    paths = {"results": reports_dir / "results" / recipe, "traces": reports_dir / "traces" / recipe}
-    for p in paths.values():
-        try:
-            p.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise CookbookError(f"--reports-dir {reports_dir}: cannot write ({e.strerror}); choose a writable folder") from None
+def summarize_workload(runs_by_variant, rtol):
+    """Aggregate each variant; where both ran, the speedup, its significance and the parity check."""
+    entry = {v: aggregate(runs) for v, runs in runs_by_variant.items()}
+    slow, fast = entry.get("slow"), entry.get("fast")
+    if slow and fast and slow["status"] == fast["status"] == "ok":
+        entry.update(stats.compare_medians(slow.pop("step_ms"), fast.pop("step_ms")))
+        entry["parity"] = parity(runs_by_variant["slow"][0], runs_by_variant["fast"][0], rtol)
+    for v in entry.values():
+        if isinstance(v, dict):
+            v.pop("step_ms", None)
+    return entry
 
-    total = len(workloads) * rounds * 2
-    print(f"{recipe}: {len(workloads)} workload(s) x {rounds} round(s) x slow/fast = {total} runs, "
-          f"{'CUDA' if cuda else 'CPU'}{' (smoke)' if args.smoke else ''}; logs in {paths['results']}", flush=True)
+
+@contextlib.contextmanager
+def file_lock(path: Path, blocking: bool = True):
+    """An advisory lock (flock) on path; yields False when non-blocking and someone else holds it."""
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def run_all(plan: Plan):
+    """Slow and fast alternate, round after round, and who goes first alternates too."""
+    total = len(plan.workloads) * plan.rounds * 2
+    print(f"{plan.recipe}: {len(plan.workloads)} workload(s) x {plan.rounds} round(s) x slow/fast = {total} runs, "
+          f"{'CUDA' if plan.cuda else 'CPU'}{' (smoke)' if plan.smoke else ''}; logs in {plan.results_dir}", flush=True)
     done, failures, by_variant = 0, [], {}
-    for workload in workloads:
-        for round_no in range(1, rounds + 1):
-            order = recipes.VARIANTS if round_no % 2 else recipes.VARIANTS[::-1]  # alternate who goes first
-            for variant in order:
+    for workload in plan.workloads:
+        for round_no in range(1, plan.rounds + 1):
+            for variant in recipes.VARIANTS if round_no % 2 else recipes.VARIANTS[::-1]:
                 done += 1
                 print(f"[{done}/{total}] {workload} {variant} round {round_no} ...", end=" ", flush=True)
-                result, failure, elapsed = run_variant(recipe, workload, variant, round_no, args, paths,
-                                                       dflags[workload] + extra)
+                result, failure, elapsed = run_variant(plan, workload, variant, round_no)
                 if failure:
                     failures.append(failure)
                     print(f"FAILED (exit {failure['returncode']}) after {elapsed:.1f} s", flush=True)
-                    continue
-                by_variant.setdefault((workload, variant), []).append(result)
-                print(f"{elapsed:.1f} s, median {result['timing']['median_ms']:.3f} ms", flush=True)
+                elif result["status"] == "oom":
+                    by_variant.setdefault((workload, variant), []).append(result)
+                    print(f"out of memory at batch {result['oom']['batch_size']} after {elapsed:.1f} s", flush=True)
+                else:
+                    by_variant.setdefault((workload, variant), []).append(result)
+                    print(f"{elapsed:.1f} s, median {result['timing']['median_ms']:.3f} ms", flush=True)
+    return by_variant, failures
 
-    rtol = settings.PARITY["rtol"] if args.parity_rtol is None else args.parity_rtol
-    comparison = {"recipe": recipe, "title": settings.TITLE, "parity_rule": {**settings.PARITY, "rtol": rtol},
-                  "rounds": rounds, "smoke": args.smoke, "device": "cuda" if cuda else "cpu",
-                  "command": "python -m common.compare " + " ".join(argv),
-                  "workloads": {}, "failures": failures}
-    for workload in workloads:
-        entry = {v: aggregate(by_variant[(workload, v)]) for v in recipes.VARIANTS if (workload, v) in by_variant}
-        if len(entry) == 2:
-            slow, fast = entry["slow"], entry["fast"]
-            entry["speedup"] = slow["stats"]["median_ms"] / fast["stats"]["median_ms"]
-            entry["parity"] = parity(by_variant[(workload, "slow")][0], by_variant[(workload, "fast")][0], rtol)
-        comparison["workloads"][workload] = entry
-    write_result(paths["results"] / "comparison.json", comparison)
+
+def finish(plan: Plan, by_variant, failures) -> int:
+    """Aggregate, write comparison.json and the report, print the summary; the exit status."""
+    rtol = plan.parity_rule["rtol"]
+    comparison = {"recipe": plan.recipe, "title": plan.title, "parity_rule": plan.parity_rule,
+                  "rounds": plan.rounds, "smoke": plan.smoke, "device": "cuda" if plan.cuda else "cpu",
+                  "command": plan.command, "results_dir": str(plan.results_dir), "workloads": {}, "failures": failures}
+    for workload in plan.workloads:
+        runs = {v: by_variant[(workload, v)] for v in recipes.VARIANTS if (workload, v) in by_variant}
+        comparison["workloads"][workload] = summarize_workload(runs, rtol)
+    write_result(plan.results_dir / "comparison.json", comparison)
 
     from common import report  # matplotlib is only needed here
 
     print(report.terminal_table(comparison))
-    if any("speedup" in e for e in comparison["workloads"].values()):
-        written = report.render(comparison, reports_dir)
+    if any(comparison["workloads"].values()):
+        with file_lock(plan.recipe_results / ".render.lock"):  # the md, plot and diffs come from one run
+            written = report.render(comparison, plan.reports_dir)
+            write_result(plan.recipe_results / "comparison.json", comparison)  # the latest, for make report-<recipe>
         print("report: " + ", ".join(str(p) for p in written), flush=True)
     else:
-        print(f"no pair finished: {reports_dir / (recipe + '.md')} is left as it was", flush=True)
+        print(f"no variant finished: {plan.reports_dir / (plan.recipe + '.md')} is left as it was", flush=True)
     status = 0
     for workload, entry in comparison["workloads"].items():
         par = entry.get("parity")
         if par and not par["ok"]:
             status = 1
             if par.get("max_rel") is None:
-                print(f"parity FAILED for {recipe}/{workload}: {par['why']}", file=sys.stderr)
+                print(f"parity FAILED for {plan.recipe}/{workload}: {par['why']}", file=sys.stderr)
             else:
-                print(f"parity FAILED for {recipe}/{workload}: the loss differs by {par['max_rel']:.1%} at step "
+                print(f"parity FAILED for {plan.recipe}/{workload}: the loss differs by {par['max_rel']:.1%} at step "
                       f"{par['at_step']} (tolerance {par['rtol'] * 100:.4g}%)", file=sys.stderr)
     for f in failures:
         status = 1
-        print(f"{f['workload']} {f['variant']} round {f['round']} failed (exit {f['returncode']}); last lines of {f['log']}:",
-              file=sys.stderr)
+        print(f"{f['workload']} {f['variant']} round {f['round']} failed (exit {f['returncode']}); "
+              f"last lines of {f['log']}:", file=sys.stderr)
         print("\n".join("    " + line for line in f["tail"]), file=sys.stderr)
     return status
 
 
+def compare(argv=None) -> int:
+    plan = make_plan(sys.argv[1:] if argv is None else list(argv))
+    with file_lock(plan.recipe_results / ".running.lock", blocking=False) as alone:
+        if not alone:
+            print(f"warning: another {plan.recipe} comparison is running: the two disturb each other's timings "
+                  "(their files stay apart)", file=sys.stderr, flush=True)
+        by_variant, failures = run_all(plan)
+    return finish(plan, by_variant, failures)
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # a kill ends like Ctrl-C: the child is stopped, nothing half-written
+
+
 def main():
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         sys.exit(compare())
     except CookbookError as e:

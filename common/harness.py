@@ -9,6 +9,7 @@ A run has three consecutive stretches over one stream of batches:
 import contextlib
 import os
 import random
+import signal
 import sys
 import time
 from pathlib import Path
@@ -18,24 +19,45 @@ import torch
 
 from common import cli, env, memory, presets, recipes, stats
 from common.errors import CookbookError
+from common.gpu_monitor import GpuMonitor
 from common.nvtx_ranges import Ranges
 from common.profiling import op_views, profiler, trace_evidence
 from common.results import write_result
 from common.timing import StepTimer, synchronize
 
 PHASES = ("data", "forward", "backward", "optimizer")
+EXIT_OOM = 3  # the runner reads this as "out of memory": a result, not a crash
+# Testing aid: COOKBOOK_FAULT="oom:fast" (or "crash:slow:churn") raises at the first timed step of
+# the matching variant (and workload), so the runner's fault handling can be tested on a CPU.
+FAULT_ENV = "COOKBOOK_FAULT"
 _prog = Path(sys.argv[0]).name  # replaced by "python -m recipes.<recipe>.<script>" in start()
+_current = None  # the Run of this process, for the exception hook
 
 
-def _one_line_errors(exc_type, exc, tb):
-    """Input problems are one line, not a stack trace; everything else keeps its trace."""
+def is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def _uncaught(exc_type, exc, tb):
+    """Input problems are one line, not a stack trace; running out of memory is a result; anything
+    else keeps its trace (the runner shows its last lines)."""
     if issubclass(exc_type, CookbookError):
         print(f"{_prog}: error: {exc}", file=sys.stderr)
         sys.exit(2)
     if issubclass(exc_type, KeyboardInterrupt):
-        print("interrupted: no result written", file=sys.stderr)
+        print(f"{_prog}: interrupted: no result written", file=sys.stderr)
         sys.exit(130)
+    if is_oom(exc) and _current is not None:
+        _current.write_oom(exc)
+        sys.exit(EXIT_OOM)
     sys.__excepthook__(exc_type, exc, tb)
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # a kill ends like Ctrl-C: nothing half-written
 
 
 def resolve_device(choice: str) -> tuple[torch.device, list[str]]:
@@ -59,14 +81,16 @@ def _writable_dir(path: Path, what: str) -> Path:
 
 
 def start(script_file: str, doc: str | None = None, argv: list[str] | None = None) -> "Run":
-    global _prog
-    sys.excepthook = _one_line_errors
+    global _prog, _current
+    sys.excepthook = _uncaught
+    signal.signal(signal.SIGTERM, _terminate)
     recipe, workload, variant = recipes.identify(script_file)
     overrides = getattr(recipes.settings(recipe), "DEFAULTS", {})
     prog = _prog = f"python -m recipes.{recipe}.{workload}_{variant}"
     args = cli.script_parser(prog, doc or "", workload, overrides).parse_args(argv)
     try:
-        return Run(recipe, workload, variant, args, overrides)
+        _current = Run(recipe, workload, variant, args, overrides)
+        return _current
     except CookbookError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -94,6 +118,8 @@ class Run:
         if self._ranges.kind == "off":
             self.notices.append("NVTX ranges off: no CUDA device")
         self._profiling = False
+        self.stage = "setup"
+        self._monitor = None
         self._losses = []
         self._timing = None
         self._evidence = None
@@ -127,6 +153,7 @@ class Run:
             with self.phase("data"):
                 return next(it)
 
+        self.stage = "warm-up"
         t0 = time.perf_counter()
         for i in range(self.warmup):
             with self._ranges.range(f"warmup {i}"):
@@ -136,18 +163,26 @@ class Run:
 
         memory.reset_peak(self.device)
         timer = StepTimer(self.device, self.steps)
+        self.stage = "timed steps"
+        self._monitor = GpuMonitor(self.device)
+        if self._monitor.notice:
+            self.notices.append(self._monitor.notice)
         t0 = time.perf_counter()
-        for i in range(self.steps):
-            timer.start(i)
-            with self._ranges.range(f"step {i}"):
-                yield next_batch()
-            timer.stop(i)
-        step_ms = timer.step_ms()  # the one sync of the timed stretch, after its last step
+        with self._monitor:
+            for i in range(self.steps):
+                timer.start(i)
+                if i == 0:
+                    self._injected_fault()
+                with self._ranges.range(f"step {i}"):
+                    yield next_batch()
+                timer.stop(i)
+            step_ms = timer.step_ms()  # the one sync of the timed stretch, after its last step
         wall_s = time.perf_counter() - t0
         self._memory = memory.peak(self.device)
         self._timing = {"warmup_steps": self.warmup, "warmup_s": warmup_s, "timed_wall_s": wall_s,
                         "step_ms": step_ms, **stats.summarize(step_ms, self.batch_size)}
 
+        self.stage = "profiled steps"
         if self.profile_steps:
             exclude = set(PHASES) | {f"step {i}" for i in range(self.profile_steps + 1)}
             worker = f"{self.workload}_{self.variant}"
@@ -161,25 +196,50 @@ class Run:
                               **trace_evidence(prof.trace_path, self.device),
                               "views": op_views(prof, self.device, self.profile_steps, exclude)}
 
-    def finish(self) -> dict:
-        if self._timing is None:
-            raise RuntimeError("run.finish() before run.loop() ran to its end")
-        losses = torch.stack(self._losses).float().cpu().tolist() if self._losses else []
-        environment = env.stamp(self.device)
-        result = {
-            "recipe": self.recipe, "workload": self.workload, "variant": self.variant,
+    def _injected_fault(self):
+        spec = os.environ.get(FAULT_ENV, "")
+        kind, _, target = spec.partition(":")
+        variant, _, workload = target.partition(":")
+        if not spec or variant != self.variant or workload not in ("", self.workload):
+            return
+        if kind == "oom":
+            raise torch.cuda.OutOfMemoryError(f"CUDA out of memory (injected by {FAULT_ENV})")
+        raise RuntimeError(f"injected crash ({FAULT_ENV}={spec})")
+
+    def _result(self, status: str) -> dict:
+        return {
+            "recipe": self.recipe, "workload": self.workload, "variant": self.variant, "status": status,
             "device": self.device.type, "smoke": self.smoke,
             "config": {"batch_size": self.batch_size, "steps": self.steps, "warmup": self.warmup,
                        "profile_steps": self.profile_steps, "image_size": self.image_size,
                        "seed": self.seed, "data": self.data},
-            "env": environment,
+            "env": env.stamp(self.device),
             "data_source": self.data_source,
+            "notices": self.notices,
+            "total_s": time.perf_counter() - self._t_start,
+        }
+
+    def write_oom(self, exc: BaseException) -> None:
+        """Out of memory is a result: which batch size, at which stage, with the allocator's words."""
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        result = {**self._result("oom"), "oom": {"batch_size": self.batch_size, "stage": self.stage,
+                                                  "message": message[:300]}}
+        write_result(self.out, result)
+        print(f"{_prog}: out of memory at batch {self.batch_size} ({self.stage}): {message[:200]}", file=sys.stderr)
+
+    def finish(self) -> dict:
+        if self._timing is None:
+            raise RuntimeError("run.finish() before run.loop() ran to its end")
+        losses = torch.stack(self._losses).float().cpu().tolist() if self._losses else []
+        gpu = self._monitor.summary() if self._monitor else {"available": False, "warnings": []}
+        result = {
+            **self._result("ok"),
             "timing": self._timing,
             "memory": self._memory,
             "evidence": self._evidence,
+            "gpu_monitor": gpu,
+            "warnings": gpu["warnings"],
             "losses": losses,
-            "notices": self.notices,
-            "total_s": time.perf_counter() - self._t_start,
         }
         write_result(self.out, result)
         print(summary(result, self.out))
@@ -208,4 +268,5 @@ def summary(r: dict, out: Path) -> str:
                      f"  ops/step {ev['ops_per_step']:.0f}  GPU idle {fmt(ev['gpu_idle_share'], '.0%')}")
         lines.append(f"  trace      {ev['trace']}")
     lines += [f"  result     {out}"] + [f"  notice     {n}" for n in r["notices"]]
+    lines += [f"  WARNING    {w}" for w in r["warnings"]]
     return "\n".join(lines)

@@ -49,22 +49,41 @@ def terminal_table(comparison) -> str:
     head = f"{'workload':10} {'variant':7} {'median ms':>10} {'p95 ms':>9} {'cv':>6} {'samples/s':>11} " \
            f"{'peak MB':>9} {'syncs/st':>9} {'kern/st':>8}  result"
     lines = [f"{comparison['recipe']} on {device_label(comparison)}", head, "-" * len(head)]
+    noisy = False
     for workload, entry in comparison["workloads"].items():
         for variant in ("slow", "fast"):
-            if variant not in entry:
+            v = entry.get(variant)
+            if v is None:
                 lines.append(f"{workload:10} {variant:7} {'FAILED':>10}")
                 continue
-            s, ev = entry[variant]["stats"], entry[variant]["evidence"] or {}
-            tail = ""
-            if variant == "fast" and "speedup" in entry:
-                par = entry["parity"]
-                tail = f"{entry['speedup']:.2f}x, parity {'ok' if par['ok'] else 'FAILED'}"
+            if v["status"] == "oom":
+                lines.append(f"{workload:10} {variant:7} out of memory at batch {v['oom']['batch_size']} "
+                             f"({v['oom']['stage']})")
+                continue
+            s, ev = v["stats"], v["evidence"] or {}
+            noisy |= stats.is_noisy(s)
+            tail = verdict(entry) + f", parity {'ok' if entry['parity']['ok'] else 'FAILED'}" \
+                if variant == "fast" and "speedup" in entry else ""
             lines.append(
                 f"{workload:10} {variant:7} {s['median_ms']:10.3f} {s['p95_ms']:9.3f} {s['cv']:6.1%} "
-                f"{s['throughput_per_s']:11.1f} {memory.headline_mb(entry[variant]['memory']):9.0f} "
+                f"{s['throughput_per_s']:11.1f} {memory.headline_mb(v['memory']):9.0f} "
                 f"{_fmt(ev.get('syncs_per_step'), '9.1f', '      n/a')} {_fmt(ev.get('kernels_per_step'), '8.0f', '     n/a')}"
                 f"  {'NOISY ' if stats.is_noisy(s) else ''}{tail}")
+            lines += [f"{'':18} WARNING: {w}" for w in v["warnings"]]
+    if noisy:
+        lines.append(NOISY_ADVICE)
     return "\n".join(lines)
+
+
+NOISY_ADVICE = (f"NOISY: a coefficient of variation above {stats.NOISY_CV:.0%}; re-run on an idle machine, "
+                "with more steps (ARGS='-- --steps N') or more rounds (ARGS='--rounds 5')")
+
+
+def verdict(entry) -> str:
+    """The speedup, or "no significant difference" when the medians' 95% ranges overlap."""
+    if entry["significant"]:
+        return f"{entry['speedup']:.2f}x"
+    return f"no significant difference ({entry['speedup']:.2f}x)"
 
 
 def _plot(comparison) -> bytes:
@@ -73,7 +92,7 @@ def _plot(comparison) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [w for w, e in comparison["workloads"].items() if "slow" in e and "fast" in e]
+    names = [w for w, e in comparison["workloads"].items() if "speedup" in e]
     fig, axes = plt.subplots(2, max(len(names), 1), figsize=(4.5 * max(len(names), 1), 6.5), squeeze=False)
     for i, w in enumerate(names):
         e = comparison["workloads"][w]
@@ -81,7 +100,7 @@ def _plot(comparison) -> bytes:
         p95 = [e[v]["stats"]["p95_ms"] - m for v, m in zip(("slow", "fast"), med)]
         ax = axes[0][i]
         ax.bar(["slow", "fast"], med, yerr=[[0, 0], p95], capsize=6, color=["#8c8c8c", "#2a7ab9"])
-        ax.set_title(f"{w}: step time (median, p95 whisker)\n{e['speedup']:.2f}x")
+        ax.set_title(f"{w}: step time (median, p95 whisker)\n{verdict(e)}")
         ax.set_ylabel("ms per step")
         mem = [memory.headline_mb(e[v]["memory"]) for v in ("slow", "fast")]
         ax = axes[1][i]
@@ -97,7 +116,7 @@ def _plot(comparison) -> bytes:
 
 
 def _env_table(comparison):
-    any_entry = next((e[v] for e in comparison["workloads"].values() for v in ("slow", "fast") if v in e), None)
+    any_entry = next((e[v] for e in comparison["workloads"].values() for v in ("slow", "fast") if v in e), None)  # noqa: E501
     if any_entry is None:
         return ["No variant finished."]
     e = any_entry["env"]
@@ -116,9 +135,22 @@ def _env_table(comparison):
 
 def _workload_section(recipe, workload, entry, reports_dir):
     out = [f"## {workload}", ""]
-    if "slow" not in entry or "fast" not in entry:
-        out += [f"Only {', '.join(entry) or 'no variant'} finished; see the failures below.", ""]
-        return out
+    ran = [v for v in ("slow", "fast") if v in entry]
+    for v in ran:
+        if entry[v]["status"] == "oom":
+            o = entry[v]["oom"]
+            out += [f"- **{v}: out of memory at batch {o['batch_size']}** ({o['stage']}): `{o['message']}`"]
+    for v in ("slow", "fast"):
+        if v not in entry:
+            out += [f"- **{v}: failed**; see the failed runs below."]
+    if "speedup" not in entry:
+        ok = [v for v in ran if entry[v]["status"] == "ok"]
+        for v in ok:
+            s = entry[v]["stats"]
+            out += [f"- {v} ran: median {s['median_ms']:.3f} ms, p95 {s['p95_ms']:.3f} ms, "
+                    f"{s['throughput_per_s']:.1f} samples/s, {memory.headline_mb(entry[v]['memory']):.0f} MB"]
+        out += ["", "No speedup: only one variant of the pair finished.", ""]
+        return out + _diff_section(recipe, workload, reports_dir)
     slow, fast = entry["slow"], entry["fast"]
     src = slow["data_source"] or {}
     cfg = slow["config"]
@@ -141,7 +173,10 @@ def _workload_section(recipe, workload, entry, reports_dir):
                    f"{sorted(v['warmup_s'])[len(v['warmup_s']) // 2]:.2f} |")
     mem_s, mem_f = memory.headline_mb(slow["memory"]), memory.headline_mb(fast["memory"])
     par = entry["parity"]
-    out += ["", f"- **Speedup (median step time): {entry['speedup']:.2f}x** "
+    (s_lo, s_hi), (f_lo, f_hi) = entry["slow_median_ci_ms"], entry["fast_median_ci_ms"]
+    headline = (f"**Speedup (median step time): {entry['speedup']:.2f}x**" if entry["significant"] else
+                f"**No significant difference** (median ratio {entry['speedup']:.2f}x, but the ranges overlap)")
+    out += ["", f"- {headline}; 95% range of each median: slow {s_lo:.3f}-{s_hi:.3f} ms, fast {f_lo:.3f}-{f_hi:.3f} ms "
                 f"(per-round medians, ms: slow {', '.join(f'{m:.3f}' for m in slow['round_medians_ms'])}; "
                 f"fast {', '.join(f'{m:.3f}' for m in fast['round_medians_ms'])})",
             f"- Memory: {mem_f:.0f} MB vs {mem_s:.0f} MB ({(mem_f / mem_s - 1) * 100:+.1f}%)" if mem_s else "- Memory: n/a"]
@@ -153,8 +188,16 @@ def _workload_section(recipe, workload, entry, reports_dir):
     if cpu:
         out.append("- On CPU the sync column counts `aten::_local_scalar_dense` (`.item()` and the like), including "
                    "reads of CPU tensors such as Adam's step counter that never block a GPU.")
+    if stats.is_noisy(slow["stats"]) or stats.is_noisy(fast["stats"]):
+        out.append(f"- {NOISY_ADVICE}")
     notices = sorted(set(slow["notices"]) | set(fast["notices"]))
-    out += [f"- Notice: {n}" for n in notices] + [""]
+    out += [f"- Notice: {n}" for n in notices]
+    out += [f"- **WARNING ({v})**: {w}" for v in ("slow", "fast") for w in entry[v]["warnings"]]
+    gpu = [(v, entry[v].get("gpu_monitor")) for v in ("slow", "fast")]
+    out += [f"- GPU monitor ({v}): util {g['gpu_util_mean']:.0f}% mean, SM clock {g['sm_clock_mhz'][0]}-"
+            f"{g['sm_clock_mhz'][1]} MHz, max {g['temp_c_max']} C, {g['power_w_mean']:.0f} W of {g['power_limit_w']:.0f} W"
+            for v, g in gpu if g and g.get("available")]
+    out.append("")
 
     if slow["evidence"] and fast["evidence"]:
         out += ["### Profiler evidence (per step, profiled steps of round 1)", ""]
@@ -171,12 +214,15 @@ def _workload_section(recipe, workload, entry, reports_dir):
                 out.append(f"| {i + 1} | {an} | {av} | {bn} | {bv} |")
             out.append("")
 
+    return out + _diff_section(recipe, workload, reports_dir)
+
+
+def _diff_section(recipe, workload, reports_dir):
     html_name = f"{recipe}_{workload}_diff.html"
     atomic_write_text(reports_dir / html_name, diffview.html(recipe, workload))
-    out += [f"### The diff ({diffview.changed_lines(recipe, workload)} changed lines; "
+    return [f"### The diff ({diffview.changed_lines(recipe, workload)} changed lines; "
             f"[side by side]({html_name}), or `make diff-{recipe}`)", "",
             "```diff", diffview.unified(recipe, workload), "```", ""]
-    return out
 
 
 def render_markdown(comparison, reports_dir: Path) -> str:
@@ -200,9 +246,11 @@ def render_markdown(comparison, reports_dir: Path) -> str:
               f"Profiler traces (round 1) are in `reports/traces/{recipe}/<workload>_<variant>/`:", ""]
     for workload, entry in comparison["workloads"].items():
         for v in ("slow", "fast"):
-            ev = entry.get(v, {}).get("evidence") if v in entry else None
+            ev = entry.get(v, {}).get("evidence")
             if ev:
-                lines.append(f"- {workload} {v}: `{Path(ev['trace']).relative_to(env.REPO_ROOT) if Path(ev['trace']).is_relative_to(env.REPO_ROOT) else ev['trace']}`")
+                trace = Path(ev["trace"])
+                shown = trace.relative_to(env.REPO_ROOT) if trace.is_relative_to(env.REPO_ROOT) else trace
+                lines.append(f"- {workload} {v}: `{shown}`")
     lines += ["", "- TensorBoard: `make tensorboard`, then open http://127.0.0.1:6006/#pytorch_profiler",
               "- Perfetto: open https://ui.perfetto.dev and drop a `.pt.trace.json` file on it",
               f"- Nsight Systems (NVTX ranges per step and phase): `make nsys-{recipe}` where `nsys` is installed", ""]

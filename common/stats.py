@@ -38,3 +38,27 @@ def summarize(step_ms, batch_size):
 
 def is_noisy(summary):
     return summary["cv"] > NOISY_CV
+
+
+def median_ci(samples, z=1.96):
+    """Distribution-free ~95% confidence interval of the median: the order statistics at
+    n/2 -+ z*sqrt(n)/2 (binomial, normal approximation). Wide for small samples, as it should be."""
+    xs = sorted(samples)
+    n = len(xs)
+    half = z * math.sqrt(n) / 2
+    lo = max(0, math.floor(n / 2 - half) - 1)
+    hi = min(n - 1, math.ceil(n / 2 + half))
+    return xs[lo], xs[hi]
+
+
+def compare_medians(slow_ms, fast_ms):
+    """Speedup of the medians, and whether it is a difference at all: when the medians' 95%
+    intervals overlap, the report says "no significant difference" instead of a speedup."""
+    s_lo, s_hi = median_ci(slow_ms)
+    f_lo, f_hi = median_ci(fast_ms)
+    return {
+        "speedup": median(slow_ms) / median(fast_ms),
+        "slow_median_ci_ms": [s_lo, s_hi],
+        "fast_median_ci_ms": [f_lo, f_hi],
+        "significant": f_hi < s_lo or s_hi < f_lo,
+    }

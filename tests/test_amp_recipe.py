@@ -16,17 +16,20 @@ def test_comparison_succeeds_with_parity(amp_smoke):
     for w in WORKLOADS:
         entry = comparison["workloads"][w]
         assert entry["parity"]["ok"] and entry["parity"]["max_rel"] <= entry["parity"]["rtol"]
-        assert entry["speedup"] > 0
+        assert entry["speedup"] > 0 and isinstance(entry["significant"], bool)
     assert "parity ok" in proc.stdout and "FAILED" not in proc.stdout
 
 
 def test_each_run_writes_a_complete_result(amp_smoke):
     _, reports = amp_smoke
-    folder = reports / "results" / "amp"
+    comparison = json.loads((reports / "results" / "amp" / "comparison.json").read_text())
+    folder = reports / "results" / "amp" / comparison["results_dir"].rsplit("/", 1)[-1]
+    assert folder.is_dir()
     assert not list(folder.glob("*.tmp")) and not list(folder.glob(".*"))  # atomic writes leave nothing behind
     for w in WORKLOADS:
         for v in ("slow", "fast"):
             r = json.loads((folder / f"{w}_{v}_r1.json").read_text())
+            assert r["status"] == "ok" and r["warnings"] == []
             assert r["schema_version"] == SCHEMA_VERSION and (r["recipe"], r["workload"], r["variant"]) == ("amp", w, v)
             t = r["timing"]
             assert t["n"] == r["config"]["steps"] == len(t["step_ms"]) and t["median_ms"] > 0
@@ -54,7 +57,7 @@ def test_report_has_environment_tables_evidence_and_diffs(amp_smoke):
         assert f"+++ {w}_fast.py" in md
     for title in ("self memory", "CPU time", "call count"):
         assert md.count(title) >= 2
-    assert md.count("Speedup (median step time)") == 2 and md.count("Parity (passed)") == 2
+    assert md.count("95% range of each median") == 2 and md.count("Parity (passed)") == 2
     assert "make tensorboard" in md and "127.0.0.1:6006" in md
     assert (reports / "amp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

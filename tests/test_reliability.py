@@ -1,0 +1,154 @@
+"""Faults mid-run and measurement integrity: the report stays honest and nothing is half-written."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from common import gpu_monitor, stats
+from conftest import REPO, run_module
+
+
+def run_compare(tmp_path, *flags, fault=None, workloads="churn"):
+    env = {**os.environ, **({"COOKBOOK_FAULT": fault} if fault else {})}
+    cmd = [sys.executable, "-m", "common.compare", "amp", "--smoke", "--data", "synthetic",
+           "--workloads", workloads, "--reports-dir", str(tmp_path), *flags]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
+
+
+def leftovers(folder):
+    """Temporary files of atomic writes that were not renamed into place."""
+    return [p for p in folder.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".write-test")]
+
+
+def test_out_of_memory_is_a_result_not_a_crash(tmp_path):
+    proc = run_compare(tmp_path, fault="oom:fast", workloads="churn,resnet18")
+    assert proc.returncode == 0, proc.stderr
+    assert "churn      fast    out of memory at batch 32 (timed steps)" in proc.stdout
+    md = (tmp_path / "amp.md").read_text()
+    assert "**fast: out of memory at batch 32** (timed steps)" in md and "- slow ran: median" in md
+    assert "## resnet18" in md and "out of memory at batch 4" in md  # the same fault hits every fast twin
+    assert not leftovers(tmp_path)
+
+
+def test_a_crashing_variant_is_named_and_the_rest_still_runs(tmp_path):
+    proc = run_compare(tmp_path, fault="crash:slow:resnet18", workloads="churn,resnet18")
+    assert proc.returncode == 1
+    assert "resnet18 slow round 1 failed (exit 1)" in proc.stderr
+    assert "RuntimeError: injected crash" in proc.stderr  # the last lines of its output
+    md = (tmp_path / "amp.md").read_text()
+    assert "## Failed runs" in md and "- resnet18 slow round 1: exit 1" in md and "injected crash" in md
+    assert "Parity (passed)" in md  # churn was still compared
+    assert not leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_leaves_the_previous_report_and_finished_results(tmp_path, sig):
+    previous = "# the previous report\n"
+    (tmp_path / "amp.md").write_text(previous)
+    cmd = [sys.executable, "-m", "common.compare", "amp", "--smoke", "--data", "synthetic", "--workloads", "churn",
+           "--rounds", "2", "--reports-dir", str(tmp_path)]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = ""
+    while "[2/4]" not in out:  # the first run has finished, the second has started
+        char = proc.stdout.read(1)  # the progress line ends only when its run does
+        assert char, "the runner ended before its second run"
+        out += char
+    time.sleep(1.5)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err
+    assert (tmp_path / "amp.md").read_text() == previous
+    assert not (tmp_path / "amp.png").exists()
+    finished = list((tmp_path / "results" / "amp").glob("*/churn_slow_r1.json"))
+    assert len(finished) == 1 and json.loads(finished[0].read_text())["status"] == "ok"
+    assert not list((tmp_path / "results" / "amp").glob("*/churn_fast_r1.json"))
+    assert not leftovers(tmp_path)
+
+
+def test_two_runs_at_once_keep_their_files_apart(tmp_path):
+    cmd = [sys.executable, "-m", "common.compare", "amp", "--smoke", "--data", "synthetic", "--workloads", "churn",
+           "--reports-dir", str(tmp_path)]
+    procs = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert any("another amp comparison is running" in err for _, err in outs)
+    runs = sorted(p for p in (tmp_path / "results" / "amp").iterdir() if p.is_dir())
+    assert len(runs) == 2
+    for run in runs:
+        comparison = json.loads((run / "comparison.json").read_text())
+        assert comparison["workloads"]["churn"]["parity"]["ok"]
+        for v in ("slow", "fast"):
+            assert json.loads((run / f"churn_{v}_r1.json").read_text())["variant"] == v
+    md = (tmp_path / "amp.md").read_text()
+    assert md.count("## churn") == 1 and not leftovers(tmp_path)
+
+
+def test_significance_needs_separated_ranges():
+    import random
+
+    rng = random.Random(0)
+    base = [10.0 + rng.gauss(0, 1) for _ in range(200)]
+    other = [10.0 + rng.gauss(0, 1) for _ in range(200)]
+    assert stats.compare_medians(base, [x * 0.8 for x in other])["significant"]  # 20% faster
+    same = stats.compare_medians(base, [x * 1.01 for x in other])  # 1% within noise of sd 10%
+    assert not same["significant"]
+    lo, hi = stats.median_ci(list(range(101)))
+    assert lo < 50 < hi and hi - lo < 30
+
+
+def test_noisy_measurement_is_flagged_with_advice():
+    from common import report
+
+    assert stats.is_noisy(stats.summarize([10, 14, 9, 13, 10, 15], 1))
+    assert "re-run" in report.NOISY_ADVICE and "10%" in report.NOISY_ADVICE
+
+
+class FakeNvml:
+    """Just enough of pynvml for the monitor: a throttled GPU whose clock drops, with a neighbour."""
+    NVML_TEMPERATURE_GPU, NVML_CLOCK_SM, NVML_CLOCK_MEM = 0, 1, 2
+
+    def __init__(self):
+        self.calls = 0
+
+    def nvmlInit(self): pass
+    def nvmlDeviceGetHandleByIndex(self, i): return "gpu0"
+    def nvmlDeviceGetUtilizationRates(self, h): return type("U", (), {"gpu": 97, "memory": 40})()
+    def nvmlDeviceGetMemoryInfo(self, h): return type("M", (), {"used": 2**30})()
+    def nvmlDeviceGetTemperature(self, h, kind): return 83
+    def nvmlDeviceGetPowerUsage(self, h): return 650_000
+    def nvmlDeviceGetEnforcedPowerLimit(self, h): return 700_000
+    def nvmlDeviceGetPerformanceState(self, h): return 0
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h): return 0x1 | 0x20  # idle (ignored) + thermal
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [type("P", (), {"pid": os.getpid()})(), type("P", (), {"pid": 4242})()]
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        if kind == self.NVML_CLOCK_MEM:
+            return 2619
+        self.calls += 1
+        return 1980 if self.calls < 3 else 1410
+
+
+def test_gpu_monitor_turns_throttling_clocks_and_neighbours_into_warnings(monkeypatch):
+    monkeypatch.setattr(gpu_monitor, "_nvml", lambda: FakeNvml())
+    with gpu_monitor.GpuMonitor(torch.device("cuda", 0), interval_s=0.01) as mon:
+        time.sleep(0.1)
+    summary = mon.summary()
+    assert summary["available"] and summary["samples"] >= 2
+    warnings = " | ".join(summary["warnings"])
+    assert "software thermal slowdown" in warnings and "idle" not in warnings
+    assert "SM clock changed during the run: 1410-1980 MHz" in warnings
+    assert "other processes on the GPU during the run: pid 4242" in warnings
+
+
+def test_gpu_monitor_is_off_with_a_notice_on_cpu():
+    mon = gpu_monitor.GpuMonitor(torch.device("cpu"))
+    with mon:
+        pass
+    assert mon.summary() == {"available": False, "notice": "GPU monitor off: no CUDA device", "warnings": []}
