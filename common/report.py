@@ -181,8 +181,11 @@ def _workload_section(recipe, workload, entry, reports_dir):
                 f"fast {', '.join(f'{m:.3f}' for m in fast['round_medians_ms'])})",
             f"- Memory: {mem_f:.0f} MB vs {mem_s:.0f} MB ({(mem_f / mem_s - 1) * 100:+.1f}%)" if mem_s else "- Memory: n/a"]
     if par.get("max_rel") is not None:
-        out.append(f"- Parity ({'passed' if par['ok'] else 'FAILED'}): the loss differs by at most {par['max_rel']:.2%} "
-                   f"(step {par['at_step']} of {par['steps']}; mean {par['mean_rel']:.2%}); tolerance {par['rtol'] * 100:.4g}%")
+        out.append(f"- Parity ({'passed' if par['ok'] else 'FAILED'}) over {par['steps']} steps: the first "
+                   f"{par['early_steps']} losses within {par['early_max_rel']:.2%} of each other (tolerance "
+                   f"{par['early_rtol'] * 100:.4g}%); {par['window']}-step mean losses within {par['max_rel']:.2%} of "
+                   f"the initial loss (worst at steps {par['at_step']}-{par['at_step'] + par['window'] - 1}; tolerance "
+                   f"{par['rtol'] * 100:.4g}%); {'all finite' if par['finite'] else 'NOT FINITE'}")
     else:
         out.append(f"- Parity FAILED: {par.get('why')}")
     if cpu:
@@ -232,7 +235,9 @@ def render_markdown(comparison, reports_dir: Path) -> str:
              f"(`reports/results/{recipe}/`). Device: **{device_label(comparison)}**.", ""]
     lines += _env_table(comparison) + ["", f"![step time and memory]({recipe}.png)", ""]
     rule = comparison["parity_rule"]
-    lines += [f"Parity rule: {rule['what']}, relative difference at most {rule['rtol'] * 100:.4g}% at every step. "
+    lines += [f"Parity rule ({rule['what']}, same weights and batches in both twins): the first {rule['early_steps']} "
+              f"steps within {rule['early_rtol'] * 100:.4g}% of each other, and {rule['window']}-step mean losses within "
+              f"{rule['rtol'] * 100:.4g}% of the initial loss. "
               f"Timing: CUDA events (CPU: perf_counter) around each step, read after the loop; warm-up excluded "
               f"and shown on its own; CV above {stats.NOISY_CV:.0%} is flagged noisy.", ""]
     for workload, entry in comparison["workloads"].items():

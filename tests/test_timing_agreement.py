@@ -1,0 +1,82 @@
+"""The speedup a report states agrees with torch.utils.benchmark.Timer on the same step (CPU).
+
+Both methods time the same two step functions in this one process, interleaved A-B-B-A: on a small
+shared VM each process gets its own speed (+-15% here) and the speed drifts over seconds, which
+would swamp a 10% comparison across processes. The "reported" side goes through the report's own
+code path: harness.start -> run.loop -> run.finish -> compare.summarize_workload."""
+import signal
+import sys
+from statistics import median
+
+import torch
+from torch.utils import benchmark
+
+from common import compare, harness, models, telco
+from common.device_batches import DeviceBatches
+from conftest import REPO
+from recipes import amp
+
+STEPS, WARMUP, ROUNDS = 60, 10, 8
+
+
+def churn_twins():
+    """The loop bodies of recipes/amp/churn_{slow,fast}.py, each with its own model and batches."""
+    X, _, y, _, _ = telco.load("synthetic")
+    twins = {}
+    for variant in ("slow", "fast"):
+        torch.manual_seed(42)
+        model = models.ChurnMLP(X.shape[1])
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        criterion = torch.nn.BCELoss()
+        g = torch.Generator().manual_seed(42)
+        batches = iter(DeviceBatches((torch.from_numpy(X), torch.from_numpy(y)), 64, g))
+
+        def step(batch, model=model, optimizer=optimizer, criterion=criterion, autocast=variant == "fast"):
+            x, t = batch
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                probs = model(x).squeeze(1)
+            loss = criterion(probs.float(), t)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        twins[variant] = (step, batches)
+    return twins
+
+
+def harness_result(variant, step, batches, out):
+    argv = ["--device", "cpu", "--steps", str(STEPS), "--warmup", str(WARMUP), "--profile-steps", "0",
+            "--data", "synthetic", "--out", str(out)]
+    run = harness.start(str(REPO / "recipes" / "amp" / f"churn_{variant}.py"), None, argv)
+    for batch in run.loop(batches):
+        run.log_loss(step(batch))
+    return run.finish()
+
+
+def timer_ms(step, batches):
+    timer = benchmark.Timer(stmt="step(next(batches))", globals={"step": step, "batches": batches},
+                            num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=0.5).median * 1000
+
+
+def test_report_speedup_matches_benchmark_timer(tmp_path):
+    saved = sys.excepthook, signal.getsignal(signal.SIGTERM)
+    try:
+        twins = churn_twins()
+        results = {"slow": [], "fast": []}
+        timed = {"slow": [], "fast": []}
+        for r in range(ROUNDS):
+            a, b = ("slow", "fast") if r % 2 == 0 else ("fast", "slow")
+            # A-B-B-A within a round and reversed in the next: linear drift cancels for both methods
+            results[a].append(harness_result(a, *twins[a], tmp_path / f"{a}_{r}.json"))
+            timed[a].append(timer_ms(*twins[a]))
+            timed[b].append(timer_ms(*twins[b]))
+            results[b].append(harness_result(b, *twins[b], tmp_path / f"{b}_{r}.json"))
+    finally:
+        sys.excepthook = saved[0]
+        signal.signal(signal.SIGTERM, saved[1])
+    reported = compare.summarize_workload(results, amp.PARITY)["speedup"]
+    independent = median(timed["slow"]) / median(timed["fast"])
+    print(f"report {reported:.3f}x, benchmark.Timer {independent:.3f}x")
+    assert abs(reported / independent - 1) <= 0.10
