@@ -76,7 +76,7 @@ def test_parity_failure_exits_nonzero_and_says_by_how_much(tmp_path):
     proc = run_module("common.compare", "amp", "--smoke", "--data", "synthetic", "--workloads", "churn",
                       "--parity-rtol", "1e-9", "--reports-dir", str(tmp_path))
     assert proc.returncode == 1
-    assert "parity FAILED for amp/churn: the loss differs by" in proc.stderr
+    assert "parity FAILED for amp/churn: the 10-step mean loss differs by" in proc.stderr
     assert "mean loss differs by" in proc.stderr and "(tolerance 1e-07%)" in proc.stderr
 
 
