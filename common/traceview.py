@@ -11,6 +11,8 @@ from common.cli import OneLineParser, positive_int
 from common.env import REPO_ROOT
 from common.errors import CookbookError, exit_with
 
+DEFAULT_HOST = "127.0.0.1"  # this machine only; --host 0.0.0.0 to share on a network
+
 
 def port_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
@@ -23,7 +25,7 @@ def port_free(host: str, port: int) -> bool:
 
 def main(argv=None):
     p = OneLineParser(prog="python -m common.traceview", description=__doc__)
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
     p.add_argument("--port", type=positive_int, default=6006)
     p.add_argument("--logdir", default=str(REPO_ROOT / "reports" / "traces"))
     args = p.parse_args(argv)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from common import gpu_monitor, stats
-from conftest import REPO, run_module
+from conftest import REPO
 
 
 def run_compare(tmp_path, *flags, fault=None, workloads="churn"):

@@ -19,6 +19,17 @@ def free_port():
         return s.getsockname()[1]
 
 
+def listening_addresses(port):
+    """Local IPv4 addresses with a socket listening on port, from /proc/net/tcp (state 0A = LISTEN)."""
+    found = set()
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        addr, hex_port = local.split(":")
+        if state == "0A" and int(hex_port, 16) == port:
+            found.add(socket.inet_ntoa(bytes.fromhex(addr)[::-1]))
+    return found
+
+
 def get(port, path):
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
         return json.loads(r.read())
@@ -45,6 +56,7 @@ def test_profiler_plugin_lists_runs_and_views(amp_smoke):
         views = get(port, f"{PLUGIN}/views?run=amp/resnet18_fast")
         assert {"Overview", "Operator", "Trace"} <= set(views)
         assert get(port, f"{PLUGIN}/workers?run=amp/resnet18_fast&view=Operator") == ["resnet18_fast"]
+        assert listening_addresses(port) == {"127.0.0.1"}  # loopback only, unless asked otherwise
     finally:
         proc.terminate()
         proc.wait(timeout=20)
