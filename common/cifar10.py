@@ -15,6 +15,7 @@ TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
 ALL_FILES = TRAIN_FILES + ["test_batch", "batches.meta"]
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 PER_FILE = 10000
+CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"  # torchvision's source
 
 
 def _dataset_class(verify_checksums: bool):
@@ -107,9 +108,17 @@ def locate(data_arg: str | None) -> tuple[Path, bool, dict]:
     if data_arg:
         return _check_folder(Path(data_arg)), True, datasource.source("local", str(data_arg))
     reason = "offline mode"
-    if not datasource.offline():
+    real = datasource.data_dir() / "cifar10"
+    if (real / BATCHES).is_dir():
+        try:  # downloaded before: no network needed
+            return _check_folder(real), True, datasource.source("real", "torchvision.datasets.CIFAR10 (cached)")
+        except CookbookError:
+            pass  # incomplete: download again
+    if not datasource.offline() and not datasource.reachable(CIFAR_URL):
+        reason = "download host unreachable"
+    elif not datasource.offline():
         try:
-            return _download(datasource.data_dir() / "cifar10"), True, datasource.source(
+            return _download(real), True, datasource.source(
                 "real", "torchvision.datasets.CIFAR10")
         except Exception as e:
             reason = f"download failed ({type(e).__name__})"

@@ -1,6 +1,8 @@
 """Where data comes from, in order: a path the user gives, the real source, a synthetic stand-in."""
 import os
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from common.env import REPO_ROOT
@@ -14,6 +16,18 @@ def data_dir() -> Path:
 def offline() -> bool:
     """COOKBOOK_OFFLINE=1 skips the network sources (they fail fast offline anyway)."""
     return os.environ.get("COOKBOOK_OFFLINE", "") not in ("", "0")
+
+
+def reachable(url: str, seconds: float = 10) -> bool:
+    """A quick HEAD request, so that a machine without internet falls back in seconds instead of
+    waiting for a download to time out."""
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=seconds).close()
+    except urllib.error.HTTPError:
+        return True  # the host answered, if only with an error status
+    except Exception:
+        return False
+    return True
 
 
 def call_with_timeout(fn, seconds: float):

@@ -98,7 +98,9 @@ def locate(data_arg: str | None) -> tuple[Path, dict]:
     if data_arg:
         return Path(data_arg), datasource.source("local", str(data_arg))
     reason = "offline mode"
-    if not datasource.offline():
+    if not datasource.offline() and not datasource.reachable("https://www.kaggle.com"):
+        reason = "kaggle.com unreachable"
+    elif not datasource.offline():
         try:
             path = _kaggle_csv()
             if path.exists():
