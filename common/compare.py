@@ -197,6 +197,7 @@ def aggregate(runs):
         "warmup_s": [r["timing"]["warmup_s"] for r in runs],
         "memory": max((r["memory"] for r in runs), key=lambda m: m.get("max_allocated_mb", m.get("peak_rss_mb", 0))),
         "evidence": first["evidence"],
+        "flops_per_step": first.get("flops_per_step"),
         "gpu_monitor": first.get("gpu_monitor"),
         "config": first["config"],
         "data_source": first["data_source"],

@@ -1,10 +1,11 @@
 """What a recipe script touches: `run = harness.start(__file__, __doc__)`, then `run.loop(...)`,
 `run.phase(...)`, `run.log_loss(...)` and `run.finish()`. All measuring lives here.
 
-A run has three consecutive stretches over one stream of batches:
+A run has four consecutive stretches over one stream of batches:
   warm-up  (untimed; its wall time, compile time included, is reported on its own line)
   timed    (per-step CUDA events or perf_counter, read once after the loop; no profiler)
   profiled (torch.profiler, 1 warm-up + N active steps -> trace + evidence; never timed)
+  counted  (one step under FlopCounterMode: the FLOPs a step really executes, recomputation included)
 """
 import contextlib
 import os
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from common import cli, env, memory, presets, recipes, stats
 from common.errors import CookbookError
@@ -123,6 +125,7 @@ class Run:
         self._losses = []
         self._timing = None
         self._evidence = None
+        self._flops = None
         self._memory = None
         self._t_start = time.perf_counter()
         random.seed(self.seed)
@@ -196,6 +199,12 @@ class Run:
                               **trace_evidence(prof.trace_path, self.device),
                               "views": op_views(prof, self.device, self.profile_steps, exclude)}
 
+        self.stage = "flop count"
+        counter = FlopCounterMode(display=False)
+        with counter:
+            yield next_batch()
+        self._flops = counter.get_total_flops()
+
     def _injected_fault(self):
         spec = os.environ.get(FAULT_ENV, "")
         kind, _, target = spec.partition(":")
@@ -237,6 +246,7 @@ class Run:
             "timing": self._timing,
             "memory": self._memory,
             "evidence": self._evidence,
+            "flops_per_step": self._flops,
             "gpu_monitor": gpu,
             "warnings": gpu["warnings"],
             "losses": losses,
@@ -263,6 +273,8 @@ def summary(r: dict, out: Path) -> str:
         f"  throughput {t['throughput_per_s']:.1f} samples/s",
         f"  memory     {mem}",
     ]
+    if r.get("flops_per_step") is not None:
+        lines.append(f"  compute    {r['flops_per_step'] / 1e9:.3f} GFLOP per step (FlopCounterMode)")
     if ev:
         lines.append(f"  evidence   syncs/step {ev['syncs_per_step']:.1f}  kernels/step {fmt(ev['kernels_per_step'], '.0f')}"
                      f"  ops/step {ev['ops_per_step']:.0f}  GPU idle {fmt(ev['gpu_idle_share'], '.0%')}")

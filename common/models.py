@@ -56,3 +56,12 @@ def resnet18(num_classes: int = 10) -> nn.Module:
     from torchvision.models import resnet18 as tv_resnet18
 
     return tv_resnet18(weights=None, num_classes=num_classes)
+
+
+def resnet18_stages(num_classes: int = 10) -> nn.Sequential:
+    """torchvision's ResNet-18 (same modules, same parameters, same forward) as a sequence of its
+    stages: stem, layer1..layer4, head. Segment-wise tools such as checkpoint_sequential need this."""
+    net = resnet18(num_classes)
+    stem = nn.Sequential(net.conv1, net.bn1, net.relu, net.maxpool)
+    head = nn.Sequential(net.avgpool, nn.Flatten(1), net.fc)
+    return nn.Sequential(stem, net.layer1, net.layer2, net.layer3, net.layer4, head)

@@ -161,15 +161,17 @@ def _workload_section(recipe, workload, entry, reports_dir):
     cpu = slow["env"]["device_type"] != "cuda"
     sync_label = ".item() calls/step (CPU proxy)" if cpu else "host syncs/step"
     out += [f"| variant | median ms | p95 ms | p99 ms | CV | samples/s | {mem_label} | {sync_label} | "
-            "kernels/step | ops/step | GPU idle | warm-up s |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "kernels/step | ops/step | GFLOP/step | GPU idle | warm-up s |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, v in (("slow", slow), ("fast", fast)):
         s, ev = v["stats"], v["evidence"] or {}
         noisy = " (noisy)" if stats.is_noisy(s) else ""
         out.append(f"| {name} | {s['median_ms']:.3f} | {s['p95_ms']:.3f} | {s['p99_ms']:.3f} | {s['cv']:.1%}{noisy} | "
                    f"{s['throughput_per_s']:.1f} | {memory.headline_mb(v['memory']):.0f} | "
                    f"{_fmt(ev.get('syncs_per_step'), '.1f')} | {_fmt(ev.get('kernels_per_step'), '.0f')} | "
-                   f"{_fmt(ev.get('ops_per_step'), '.0f')} | {_fmt(ev.get('gpu_idle_share'), '.0%')} | "
+                   f"{_fmt(ev.get('ops_per_step'), '.0f')} | "
+                   f"{_fmt(v['flops_per_step'] / 1e9 if v.get('flops_per_step') is not None else None, '.3f')} | "
+                   f"{_fmt(ev.get('gpu_idle_share'), '.0%')} | "
                    f"{sorted(v['warmup_s'])[len(v['warmup_s']) // 2]:.2f} |")
     mem_s, mem_f = memory.headline_mb(slow["memory"]), memory.headline_mb(fast["memory"])
     par = entry["parity"]

@@ -21,8 +21,27 @@ def run_module(*args, timeout=600):
 
 
 @pytest.fixture(scope="session")
-def amp_smoke(tmp_path_factory):
-    """`python -m common.compare amp --smoke` once for the session: (process, reports folder)."""
-    reports = tmp_path_factory.mktemp("reports")
-    proc = run_module("common.compare", "amp", "--smoke", "--data", "synthetic", "--reports-dir", str(reports))
-    return proc, reports
+def smoke_run(tmp_path_factory):
+    """smoke_run(recipe): `python -m common.compare <recipe> --smoke` once per session and recipe,
+    as (process, reports folder)."""
+    done = {}
+
+    def run(recipe):
+        if recipe not in done:
+            reports = tmp_path_factory.mktemp(f"reports-{recipe}")
+            proc = run_module("common.compare", recipe, "--smoke", "--data", "synthetic", "--reports-dir", str(reports))
+            done[recipe] = proc, reports
+        return done[recipe]
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def amp_smoke(smoke_run):
+    return smoke_run("amp")
+
+
+def comparison_of(reports, recipe):
+    import json
+
+    return json.loads((reports / "results" / recipe / "comparison.json").read_text())

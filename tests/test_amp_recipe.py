@@ -36,8 +36,10 @@ def test_each_run_writes_a_complete_result(amp_smoke):
             assert {"mean_ms", "std_ms", "cv", "p95_ms", "p99_ms", "min_ms", "throughput_per_s", "warmup_s"} <= set(t)
             assert r["memory"]["peak_rss_mb"] > 0
             assert r["data_source"]["kind"] == "synthetic"
-            steps = r["config"]["warmup"] + r["config"]["steps"] + r["config"]["profile_steps"] + 1
+            # warm-up, timed, profiled (+1 profiler warm-up step), and the FLOP-counted step
+            steps = r["config"]["warmup"] + r["config"]["steps"] + r["config"]["profile_steps"] + 1 + 1
             assert len(r["losses"]) == steps
+            assert r["flops_per_step"] > 0
             assert r["env"]["device_type"] == "cpu"
             ev = r["evidence"]
             assert ev["profiled_steps"] == r["config"]["profile_steps"] and ev["ops_per_step"] > 0
@@ -100,3 +102,12 @@ def test_trace_evidence_counts_syncs_kernels_and_idle(tmp_path):
     assert abs(ev["gpu_idle_share"] - 0.7) < 1e-9
     cpu = profiling.trace_evidence(path, torch.device("cpu"))
     assert cpu["syncs_per_step"] == 0.5 and cpu["kernels_per_step"] is None
+
+
+def test_amp_changes_precision_not_the_arithmetic(amp_smoke):
+    """The same FLOPs per step in both twins: AMP makes each one cheaper, not fewer."""
+    _, reports = amp_smoke
+    comparison = json.loads((reports / "results" / "amp" / "comparison.json").read_text())
+    for w in WORKLOADS:
+        entry = comparison["workloads"][w]
+        assert entry["fast"]["flops_per_step"] == entry["slow"]["flops_per_step"] > 0

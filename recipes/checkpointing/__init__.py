@@ -1,0 +1,12 @@
+"""Activation (gradient) checkpointing: keep fewer activations, recompute them in the backward pass."""
+
+TITLE = "Activation checkpointing"
+# The twins do the same arithmetic (recomputed activations equal the stored ones; the RNG state is
+# replayed so dropout masks match), so they agree closely; GPU kernels that are not deterministic
+# let them drift slowly, hence a small window tolerance rather than zero.
+PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
+# Checkpointing trades compute for activation memory, so the pairs run where activations dominate:
+# the churn MLP at batch 4096 (about 120 MB of activations against 19 MB of weights, gradients and
+# Adam state); ResNet-18 at batch 64 on CUDA.
+DEFAULTS = {"churn": {"cuda": {"batch_size": 4096}, "cpu": {"batch_size": 4096, "steps": 40}},
+            "resnet18": {"cuda": {"batch_size": 64}}}
