@@ -22,7 +22,7 @@ from statistics import fmean
 
 import torch
 
-from common import env, recipes, stats
+from common import env, memory, recipes, stats
 from common.cli import OneLineParser, positive_int
 from common.errors import CookbookError, exit_with
 from common.harness import EXIT_OOM
@@ -195,7 +195,7 @@ def aggregate(runs):
         "stats": stats.summarize(pooled, first["config"]["batch_size"]),
         "round_medians_ms": [r["timing"]["median_ms"] for r in runs],
         "warmup_s": [r["timing"]["warmup_s"] for r in runs],
-        "memory": max((r["memory"] for r in runs), key=lambda m: m.get("max_allocated_mb", m.get("peak_rss_mb", 0))),
+        "memory": max((r["memory"] for r in runs), key=memory.headline_mb),
         "evidence": first["evidence"],
         "flops_per_step": first.get("flops_per_step"),
         "gpu_monitor": first.get("gpu_monitor"),

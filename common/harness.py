@@ -88,14 +88,10 @@ def start(script_file: str, doc: str | None = None, argv: list[str] | None = Non
     signal.signal(signal.SIGTERM, _terminate)
     recipe, workload, variant = recipes.identify(script_file)
     overrides = getattr(recipes.settings(recipe), "DEFAULTS", {})
-    prog = _prog = f"python -m recipes.{recipe}.{workload}_{variant}"
-    args = cli.script_parser(prog, doc or "", workload, overrides).parse_args(argv)
-    try:
-        _current = Run(recipe, workload, variant, args, overrides)
-        return _current
-    except CookbookError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    _prog = f"python -m recipes.{recipe}.{workload}_{variant}"
+    args = cli.script_parser(_prog, doc or "", workload, overrides).parse_args(argv)
+    _current = Run(recipe, workload, variant, args, overrides)  # input errors: one line, via _uncaught
+    return _current
 
 
 class Run:
