@@ -22,7 +22,7 @@ from statistics import fmean
 
 import torch
 
-from common import env, memory, recipes, stats
+from common import env, mechanism, memory, recipes, stats
 from common.cli import OneLineParser, positive_int
 from common.errors import CookbookError, exit_with
 from common.harness import EXIT_OOM
@@ -75,6 +75,7 @@ class Plan:
     recipe: str
     title: str
     parity_rule: dict
+    evidence: tuple  # the metric names this recipe's technique must move (common.mechanism)
     cuda: bool
     rounds: int
     workloads: list
@@ -110,7 +111,7 @@ def make_plan(argv) -> Plan:
     reports_dir = Path(args.reports_dir)
     # one folder per invocation: two runs at once never read or overwrite each other's results
     run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
-    plan = Plan(recipe=recipe, title=settings.TITLE, cuda=cuda,
+    plan = Plan(recipe=recipe, title=settings.TITLE, cuda=cuda, evidence=tuple(getattr(settings, "EVIDENCE", ())),
                 parity_rule={**settings.PARITY, **({"rtol": args.parity_rtol} if args.parity_rtol is not None else {})},
                 rounds=args.rounds or (1 if args.smoke else 3 if cuda else 2), workloads=workloads,
                 script_flags={w: common_flags + data[w] + args.script_args for w in workloads},
@@ -189,12 +190,16 @@ def aggregate(runs):
         return {"status": "oom", "oom": oom["oom"], "config": oom["config"], "env": oom["env"],
                 "data_source": oom["data_source"], "notices": oom["notices"], "warnings": []}
     pooled = [ms for r in runs for ms in r["timing"]["step_ms"]]
+    per_round = lambda key: [r["timing"][key] for r in runs if r["timing"].get(key) is not None]  # noqa: E731
     return {
         "status": "ok",
         "step_ms": pooled,
         "stats": stats.summarize(pooled, first["config"]["batch_size"]),
         "round_medians_ms": [r["timing"]["median_ms"] for r in runs],
         "warmup_s": [r["timing"]["warmup_s"] for r in runs],
+        # host-side evidence: the median over rounds (data wait, CPU time, the first step's compile)
+        "host": {k: sorted(per_round(k))[len(per_round(k)) // 2] if per_round(k) else None
+                 for k in mechanism.HOST_KEYS},
         "memory": max((r["memory"] for r in runs), key=memory.headline_mb),
         "evidence": first["evidence"],
         "flops_per_step": first.get("flops_per_step"),
@@ -262,6 +267,7 @@ def run_all(plan: Plan):
 def finish(plan: Plan, by_variant, failures) -> int:
     """Aggregate, write comparison.json and the report, print the summary; the exit status."""
     comparison = {"recipe": plan.recipe, "title": plan.title, "parity_rule": plan.parity_rule,
+                  "evidence_keys": list(plan.evidence),
                   "rounds": plan.rounds, "smoke": plan.smoke, "device": "cuda" if plan.cuda else "cpu",
                   "command": plan.command, "results_dir": str(plan.results_dir), "workloads": {}, "failures": failures}
     for workload in plan.workloads:

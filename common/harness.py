@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from common import cli, env, memory, presets, recipes, stats
+from common import cli, cpu_time, env, memory, presets, recipes, stats
 from common.errors import CookbookError
 from common.gpu_monitor import GpuMonitor
 from common.nvtx_ranges import Ranges
@@ -119,6 +119,7 @@ class Run:
         self.stage = "setup"
         self._monitor = None
         self._losses = []
+        self.steps_run = 0  # batches the loop has handed out so far (warm-up and profiled included)
         self._timing = None
         self._evidence = None
         self._flops = None
@@ -144,19 +145,34 @@ class Run:
         """Keep the loss on the device (no sync); read once in finish() for the parity check."""
         self._losses.append(loss.detach())
 
+    def log_output(self, output: torch.Tensor) -> None:
+        """Serving scripts: the batch's mean output stands in for the loss in the parity check."""
+        self._losses.append(output.detach().float().mean())
+
     def loop(self, batches):
         """Yield warmup + steps + profiled batches, timing and profiling around the script's body."""
         it = iter(batches)
+        waits = []  # host seconds spent in next(it) per timed step: the wait for data
 
-        def next_batch():
+        def next_batch(record=False):
+            self.steps_run += 1
             with self.phase("data"):
-                return next(it)
+                if not record:
+                    return next(it)
+                t = time.perf_counter()
+                batch = next(it)
+                waits.append(time.perf_counter() - t)
+                return batch
 
         self.stage = "warm-up"
         t0 = time.perf_counter()
+        first_step_s = None
         for i in range(self.warmup):
             with self._ranges.range(f"warmup {i}"):
                 yield next_batch()
+            if i == 0:
+                synchronize(self.device)  # untimed: the first step alone holds compilation and autotuning
+                first_step_s = time.perf_counter() - t0
         synchronize(self.device)  # note: a sync point, between warm-up and timing only
         warmup_s = time.perf_counter() - t0
 
@@ -166,6 +182,7 @@ class Run:
         self._monitor = GpuMonitor(self.device)
         if self._monitor.notice:
             self.notices.append(self._monitor.notice)
+        cpu0, workers0 = time.process_time(), cpu_time.children_s()
         t0 = time.perf_counter()
         with self._monitor:
             for i in range(self.steps):
@@ -173,13 +190,20 @@ class Run:
                 if i == 0:
                     self._injected_fault()
                 with self._ranges.range(f"step {i}"):
-                    yield next_batch()
+                    yield next_batch(record=True)
                 timer.stop(i)
             step_ms = timer.step_ms()  # the one sync of the timed stretch, after its last step
         wall_s = time.perf_counter() - t0
+        cpu_s, workers1 = time.process_time() - cpu0, cpu_time.children_s()
         self._memory = memory.peak(self.device)
-        self._timing = {"warmup_steps": self.warmup, "warmup_s": warmup_s, "timed_wall_s": wall_s,
-                        "step_ms": step_ms, **stats.summarize(step_ms, self.batch_size)}
+        self._timing = {"warmup_steps": self.warmup, "warmup_s": warmup_s, "first_step_s": first_step_s,
+                        "timed_wall_s": wall_s, "step_ms": step_ms,
+                        "data_wait_share": sum(waits) / wall_s if wall_s > 0 else None,
+                        "data_wait_ms_median": sorted(waits)[len(waits) // 2] * 1000 if waits else None,
+                        "cpu_ms_per_step": cpu_s * 1000 / self.steps,
+                        "worker_cpu_ms_per_step": (workers1 - workers0) * 1000 / self.steps
+                        if workers0 is not None and workers1 is not None else None,
+                        **stats.summarize(step_ms, self.batch_size)}
 
         self.stage = "profiled steps"
         if self.profile_steps:
@@ -192,14 +216,15 @@ class Run:
                     prof.step()
                 self._profiling = False
             self._evidence = {"trace": str(prof.trace_path),
-                              **trace_evidence(prof.trace_path, self.device),
+                              **trace_evidence(prof.trace_path, self.device, PHASES),
                               "views": op_views(prof, self.device, self.profile_steps, exclude)}
 
         self.stage = "flop count"
         counter = FlopCounterMode(display=False)
         with counter:
             yield next_batch()
-        self._flops = counter.get_total_flops()
+        # a replayed CUDA graph runs no aten ops for the counter to see: no count, rather than 0
+        self._flops = counter.get_total_flops() or None
 
     def _injected_fault(self):
         spec = os.environ.get(FAULT_ENV, "")
@@ -256,17 +281,20 @@ def summary(r: dict, out: Path) -> str:
     t, m, ev, cfg = r["timing"], r["memory"], r["evidence"] or {}, r["config"]
     src = r["data_source"] or {}
     size = f", image {cfg['image_size']}px" if cfg.get("image_size") else ""
+    fmt = lambda v, spec: "n/a" if v is None else format(v, spec)  # noqa: E731
     mem = (f"{m['max_allocated_mb']:.0f} MB allocated ({m['max_reserved_mb']:.0f} MB reserved)"
            if "max_allocated_mb" in m else f"{m['peak_rss_mb']:.0f} MB peak RSS (CPU, whole process)")
-    fmt = lambda v, spec: "n/a" if v is None else format(v, spec)  # noqa: E731
     lines = [
         f"{r['recipe']}/{r['workload']} {r['variant']} on {env.describe_device(r['env'])}",
         f"  data       {src.get('kind', '?')}{' - ' + src['note'] if src.get('note') else ''}",
         f"  setup      batch {cfg['batch_size']}{size}, {t['n']} timed steps after {t['warmup_steps']} warm-up "
-        f"steps ({t['warmup_s']:.2f} s, compile included)",
+        f"steps ({t['warmup_s']:.2f} s; the first step alone {fmt(t.get('first_step_s'), '.2f')} s, compile included)",
         f"  step time  median {t['median_ms']:.3f} ms  p95 {t['p95_ms']:.3f}  p99 {t['p99_ms']:.3f}  "
         f"cv {t['cv']:.1%}{'  NOISY' if stats.is_noisy(t) else ''}",
         f"  throughput {t['throughput_per_s']:.1f} samples/s",
+        f"  host       waiting for data {fmt(t.get('data_wait_share'), '.1%')} of the timed wall time; CPU "
+        f"{fmt(t.get('cpu_ms_per_step'), '.2f')} ms/step in this process, {fmt(t.get('worker_cpu_ms_per_step'), '.2f')} "
+        "in its workers",
         f"  memory     {mem}",
     ]
     if r.get("flops_per_step") is not None:

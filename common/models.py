@@ -7,10 +7,15 @@ HIDDEN_SIZES = (512, 1024, 512, 256, 128)
 
 class ProblematicChurnModel(nn.Module):
     """The seed's deliberately inefficient model, kept as the seed has it: two needless elementwise
-    ops before the network and a `.item()` host sync on the output mean in every forward."""
+    ops before the network and a `.item()` host sync on the output mean in every forward.
 
-    def __init__(self, input_size, hidden_sizes=HIDDEN_SIZES):
+    host_sync=False keeps that monitoring statistic on the device instead (`last_mean_activation`,
+    a tensor read whenever someone wants it), which is what the sync_removal recipe changes."""
+
+    def __init__(self, input_size, hidden_sizes=HIDDEN_SIZES, host_sync=True):
         super().__init__()
+        self.host_sync = host_sync
+        self.last_mean_activation = None
         layers = []
         prev_size = input_size
         for hidden_size in hidden_sizes:
@@ -29,8 +34,10 @@ class ProblematicChurnModel(nn.Module):
         x = x * 1.0001  # needless op: another one
         x = self.network(x)
         if batch_size > 1:
-            mean_activation = torch.mean(x).item()  # note: this is a sync point (the seed's)
-            del mean_activation
+            mean_activation = torch.mean(x.detach())
+            if self.host_sync:
+                mean_activation = mean_activation.item()  # note: this is a sync point (the seed's)
+            self.last_mean_activation = mean_activation
         return x
 
 

@@ -3,7 +3,8 @@
 One context manager (a schedule of 1 warm-up + N active steps, repeat=1) writes a TensorBoard /
 Perfetto trace as reports/traces/<recipe>/<workload>_<variant>/<worker>.pt.trace.json. The evidence:
 - the seed's four views of key_averages(): top ops by device time, self memory, CPU time, calls;
-- from the trace: host syncs, kernels and ops per step, and the GPU's idle share.
+- from the trace: host syncs, kernels and ops per step, and the GPU's idle share;
+- per phase (the script's run.phase ranges): host time, ops, kernels and their GPU time per step.
 """
 import contextlib
 import json
@@ -91,7 +92,47 @@ def _union_length(intervals):
     return total
 
 
-def trace_evidence(trace_path: Path, device: torch.device) -> dict:
+def _inside(e, r) -> bool:
+    return e.get("tid") == r.get("tid") and r["ts"] <= e["ts"] and e["ts"] + e.get("dur", 0) <= r["ts"] + r["dur"]
+
+
+def _top_level(ops) -> int:
+    """How many ops the code called directly: ops nested in another op (a foreach op's per-tensor
+    fallback, an op's own sub-ops) are not counted again."""
+    count, end = 0, float("-inf")
+    for e in sorted(ops, key=lambda e: (e["ts"], -e.get("dur", 0))):
+        if e["ts"] >= end:
+            count, end = count + 1, e["ts"] + e.get("dur", 0)
+    return count
+
+
+def phase_evidence(events, n: int, phases, cuda: bool) -> dict:
+    """Per step and phase: host time in the range, the ops called in it, and the kernels its launches
+    started (launch and kernel share a correlation id) with their GPU time."""
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    launches = [e for e in events if e.get("cat") == "cuda_runtime"]
+    gpu_by_corr = {}
+    for e in events:
+        if e.get("cat") in GPU_CATS:
+            gpu_by_corr.setdefault(e.get("args", {}).get("correlation"), []).append(e)
+    out = {}
+    for name in phases:
+        ranges = [e for e in events if e.get("cat") == "user_annotation" and e.get("name") == name]
+        if not ranges:
+            continue
+        entry = {"host_ms": sum(r["dur"] for r in ranges) / 1000 / n,
+                 "ops": sum(_top_level(e for e in ops if _inside(e, r)) for r in ranges) / n,
+                 "kernels": None, "kernel_ms": None}
+        if cuda:
+            started = [k for e in launches for r in ranges if _inside(e, r)
+                       for k in gpu_by_corr.get(e.get("args", {}).get("correlation"), [])]
+            entry.update(kernels=sum(1 for k in started if k.get("cat") == "kernel") / n,
+                         kernel_ms=sum(k.get("dur", 0) for k in started) / 1000 / n)
+        out[name] = entry
+    return out
+
+
+def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
     """Counts per step from the exported Chrome trace."""
     events = [e for e in json.loads(Path(trace_path).read_text())["traceEvents"] if e.get("ph") == "X"]
     steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
@@ -103,6 +144,7 @@ def trace_evidence(trace_path: Path, device: torch.device) -> dict:
         "profiled_steps": len(steps),
         "ops_per_step": count("cpu_op") / n,
         "sync_ops_per_step": sync_ops,
+        "phases": phase_evidence(events, n, phases, device.type == "cuda"),
     }
     if device.type == "cuda":
         sync_apis = {name: count("cuda_runtime", {name}) / n for name in SYNC_APIS}
@@ -118,7 +160,11 @@ def trace_evidence(trace_path: Path, device: torch.device) -> dict:
             gpu_idle_share=max(0.0, 1.0 - _union_length(gpu) / span),
         )
     else:
-        # no CUDA runtime on CPU: count the ops that would block the host on a GPU
-        out.update(syncs_per_step=sync_ops["aten::_local_scalar_dense"], kernels_per_step=None,
-                   gpu_idle_share=None)
+        # no CUDA runtime on CPU: count the ops that would block the host on a GPU, except the
+        # optimizer's reads of its step counters, which live on the CPU even in a GPU run
+        steps_of_optimizers = [e for e in events if e.get("cat") == "user_annotation"
+                               and str(e.get("name", "")).startswith("Optimizer.step")]
+        reads = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::_local_scalar_dense"
+                 and not any(_inside(e, r) for r in steps_of_optimizers)]
+        out.update(syncs_per_step=len(reads) / n, kernels_per_step=None, gpu_idle_share=None)
     return out

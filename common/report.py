@@ -8,7 +8,7 @@ import io
 import sys
 from pathlib import Path
 
-from common import diffview, env, memory, stats
+from common import diffview, env, mechanism, memory, stats
 from common.errors import CookbookError, exit_with
 from common.results import atomic_write_bytes, atomic_write_text, read_result
 
@@ -133,7 +133,7 @@ def _env_table(comparison):
     return ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
 
 
-def _workload_section(recipe, workload, entry, reports_dir):
+def _workload_section(recipe, workload, entry, reports_dir, keys=()):
     out = [f"## {workload}", ""]
     ran = [v for v in ("slow", "fast") if v in entry]
     for v in ran:
@@ -191,8 +191,8 @@ def _workload_section(recipe, workload, entry, reports_dir):
     else:
         out.append(f"- Parity FAILED: {par.get('why')}")
     if cpu:
-        out.append("- On CPU the sync column counts `aten::_local_scalar_dense` (`.item()` and the like), including "
-                   "reads of CPU tensors such as Adam's step counter that never block a GPU.")
+        out.append("- On CPU the sync column counts `aten::_local_scalar_dense` (`.item()` and the like) outside "
+                   "`optimizer.step()`, whose reads of its CPU step counters never block a GPU.")
     if stats.is_noisy(slow["stats"]) or stats.is_noisy(fast["stats"]):
         out.append(f"- {NOISY_ADVICE}")
     notices = sorted(set(slow["notices"]) | set(fast["notices"]))
@@ -202,7 +202,11 @@ def _workload_section(recipe, workload, entry, reports_dir):
     out += [f"- GPU monitor ({v}): util {g['gpu_util_mean']:.0f}% mean, SM clock {g['sm_clock_mhz'][0]}-"
             f"{g['sm_clock_mhz'][1]} MHz, max {g['temp_c_max']} C, {g['power_w_mean']:.0f} W of {g['power_limit_w']:.0f} W"
             for v, g in gpu if g and g.get("available")]
+    for key in (k for k in keys if mechanism.value(k, slow) is not None):
+        out.append(f"- **Mechanism: {mechanism.label(key, cpu)}**: {mechanism.formatted(key, slow)} (slow) -> "
+                   f"{mechanism.formatted(key, fast)} (fast){_change(key, slow, fast)}")
     out.append("")
+    out += _mechanism_table(slow, fast, keys, cpu)
 
     if slow["evidence"] and fast["evidence"]:
         out += ["### Profiler evidence (per step, profiled steps of round 1)", ""]
@@ -220,6 +224,26 @@ def _workload_section(recipe, workload, entry, reports_dir):
             out.append("")
 
     return out + _diff_section(recipe, workload, reports_dir)
+
+
+def _change(key, slow, fast):
+    text = mechanism.change(key, slow, fast)
+    return f", {text}" if text else ""
+
+
+def _mechanism_table(slow, fast, keys, cpu):
+    """Every piece of evidence both variants have, the recipe's own first."""
+    names = list(keys) + [k for k in mechanism.METRICS if k not in keys]
+    # a row where both sides are empty or zero says nothing, unless it is this recipe's evidence
+    rows = [k for k in names if mechanism.value(k, slow) or mechanism.value(k, fast)
+            or ((k in keys or k == "syncs_per_step") and mechanism.value(k, slow) is not None)]
+    out = ["### Mechanism: what the technique moves", "", "| evidence | slow | fast | fast vs slow |", "|---|---:|---:|---:|"]
+    for k in rows:
+        name = mechanism.label(k, cpu)
+        name = f"**{name}**" if k in keys else name
+        out.append(f"| {name} | {mechanism.formatted(k, slow)} | {mechanism.formatted(k, fast)} | "
+                   f"{mechanism.change(k, slow, fast)} |")
+    return out + [""]
 
 
 def _diff_section(recipe, workload, reports_dir):
@@ -243,7 +267,7 @@ def render_markdown(comparison, reports_dir: Path) -> str:
               f"Timing: CUDA events (CPU: perf_counter) around each step, read after the loop; warm-up excluded "
               f"and shown on its own; CV above {stats.NOISY_CV:.0%} is flagged noisy.", ""]
     for workload, entry in comparison["workloads"].items():
-        lines += _workload_section(recipe, workload, entry, reports_dir)
+        lines += _workload_section(recipe, workload, entry, reports_dir, comparison.get("evidence_keys", ()))
     if comparison["failures"]:
         lines += ["## Failed runs", ""]
         for f in comparison["failures"]:

@@ -6,6 +6,7 @@ TITLE = "Automatic mixed precision (AMP)"
 # loss, while a twin that stops learning is 22-82% off. A wrong cast or a missing loss scale shows
 # in the first steps; divergence shows in the windows.
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.03, "window": 10, "rtol": 0.05}
+EVIDENCE = ("peak_mb",)  # 16-bit activations: less memory; the speed is the headline
 # AMP speeds up the math, so the pair runs where the math dominates: at the seed's batch of 32 an
 # H100 spends much of a ResNet-18 step launching kernels (see the README: `--batch-size 32`).
 DEFAULTS = {"resnet18": {"cuda": {"batch_size": 128}}}

@@ -1,0 +1,29 @@
+"""Fused-ops recipe, churn MLP on Telco, slow twin: the seed's extra ops and a for-loop Adam.
+
+The seed's ProblematicChurnModel (its monitoring statistic kept on the device, so no sync muddies
+the picture) still adds 1e-4, multiplies by 1.0001 and takes a mean in every forward; Adam runs its
+for-loop implementation: a handful of small kernels per parameter tensor. BCELoss, lr 1e-3, batch 64.
+"""
+import torch
+
+from common import data, harness, models
+
+run = harness.start(__file__, __doc__)
+features, targets = data.churn_train(run)
+model = models.ProblematicChurnModel(features.shape[1], host_sync=False).to(run.device)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
+criterion = torch.nn.BCELoss()
+batches = data.device_batches(run, features, targets)
+
+for x, y in run.loop(batches):
+    with run.phase("forward"):
+        probs = model(x).squeeze(1)
+        loss = criterion(probs, y)
+    with run.phase("backward"):
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+    with run.phase("optimizer"):
+        optimizer.step()
+    run.log_loss(loss)
+
+run.finish()

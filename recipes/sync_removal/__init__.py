@@ -1,0 +1,10 @@
+"""Host-sync removal: keep per-step statistics on the device and read them once."""
+
+TITLE = "Host-sync removal"
+# The twins do the same arithmetic; only when the host reads the numbers changes, so the losses
+# agree to rounding (GPU kernels that are not deterministic may drift them slowly apart).
+PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
+EVIDENCE = ("syncs_per_step", "gpu_idle_share")
+# The seed's serving-size batch for churn: big enough that the GPU could run ahead of the host,
+# which a sync per step forbids.
+DEFAULTS = {"churn": {"cuda": {"batch_size": 512}, "cpu": {"batch_size": 512}}}
