@@ -126,12 +126,18 @@ def locate(data_arg: str | None) -> tuple[Path, bool, dict]:
         "synthetic", None, f"synthetic images in the CIFAR-10 pickle format (not real data); {reason}")
 
 
-def load_train(data_arg: str | None):
-    """uint8 images (N, 32, 32, 3), int64 labels (N,), source record."""
+def train_dataset(data_arg: str | None, transform=None):
+    """torchvision's CIFAR10 train split (PIL images through `transform`), source record."""
     root, verify, src = locate(data_arg)
     try:
-        ds = _dataset_class(verify)(root=str(root), train=True, download=False)
+        ds = _dataset_class(verify)(root=str(root), train=True, download=False, transform=transform)
     except (RuntimeError, pickle.UnpicklingError, EOFError, KeyError, ValueError) as e:
         raise CookbookError(f"CIFAR-10 at {root} could not be read ({type(e).__name__}: {e})") from None
     src.update(images=len(ds), classes=len(ds.classes))
+    return ds, src
+
+
+def load_train(data_arg: str | None):
+    """uint8 images (N, 32, 32, 3), int64 labels (N,), source record."""
+    ds, src = train_dataset(data_arg)
     return ds.data, np.asarray(ds.targets, dtype=np.int64), src

@@ -74,7 +74,7 @@ class Plan:
     """Everything one comparison runs: validated from the command line before anything starts."""
     recipe: str
     title: str
-    parity_rule: dict
+    parity_rule: dict  # the recipe's rule; PARITY["workloads"][w] may override keys per workload
     evidence: tuple  # the metric names this recipe's technique must move (common.mechanism)
     cuda: bool
     rounds: int
@@ -86,6 +86,12 @@ class Plan:
     smoke: bool
     device: str
     command: str
+    parity_rtol: float | None = None  # --parity-rtol: one tolerance for every workload
+
+    def rule_for(self, workload: str) -> dict:
+        rule = {k: v for k, v in self.parity_rule.items() if k != "workloads"}
+        rule.update(self.parity_rule.get("workloads", {}).get(workload, {}))
+        return {**rule, **({"rtol": self.parity_rtol} if self.parity_rtol is not None else {})}
 
     @property
     def recipe_results(self) -> Path:
@@ -112,7 +118,7 @@ def make_plan(argv) -> Plan:
     # one folder per invocation: two runs at once never read or overwrite each other's results
     run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
     plan = Plan(recipe=recipe, title=settings.TITLE, cuda=cuda, evidence=tuple(getattr(settings, "EVIDENCE", ())),
-                parity_rule={**settings.PARITY, **({"rtol": args.parity_rtol} if args.parity_rtol is not None else {})},
+                parity_rule=settings.PARITY, parity_rtol=args.parity_rtol,
                 rounds=args.rounds or (1 if args.smoke else 3 if cuda else 2), workloads=workloads,
                 script_flags={w: common_flags + data[w] + args.script_args for w in workloads},
                 reports_dir=reports_dir, results_dir=reports_dir / "results" / recipe / run_id,
@@ -219,6 +225,7 @@ def summarize_workload(runs_by_variant, rule):
     if slow and fast and slow["status"] == fast["status"] == "ok":
         entry.update(stats.compare_medians(slow.pop("step_ms"), fast.pop("step_ms")))
         entry["parity"] = parity(runs_by_variant["slow"][0], runs_by_variant["fast"][0], rule)
+        entry["parity"]["what"] = rule["what"]
     for v in entry.values():
         if isinstance(v, dict):
             v.pop("step_ms", None)
@@ -266,13 +273,13 @@ def run_all(plan: Plan):
 
 def finish(plan: Plan, by_variant, failures) -> int:
     """Aggregate, write comparison.json and the report, print the summary; the exit status."""
-    comparison = {"recipe": plan.recipe, "title": plan.title, "parity_rule": plan.parity_rule,
+    comparison = {"recipe": plan.recipe, "title": plan.title,
                   "evidence_keys": list(plan.evidence),
                   "rounds": plan.rounds, "smoke": plan.smoke, "device": "cuda" if plan.cuda else "cpu",
                   "command": plan.command, "results_dir": str(plan.results_dir), "workloads": {}, "failures": failures}
     for workload in plan.workloads:
         runs = {v: by_variant[(workload, v)] for v in recipes.VARIANTS if (workload, v) in by_variant}
-        comparison["workloads"][workload] = summarize_workload(runs, plan.parity_rule)
+        comparison["workloads"][workload] = summarize_workload(runs, plan.rule_for(workload))
     write_result(plan.results_dir / "comparison.json", comparison)
 
     from common import report  # matplotlib is only needed here

@@ -1,5 +1,7 @@
-"""The workloads' data as device-resident batch streams (see device_batches for why)."""
+"""The workloads' data: device-resident batch streams (see device_batches for why), and the
+classic host-side DataLoader inputs that the dataloader recipe starts from."""
 import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from common import cifar10, telco
 from common.device_batches import CropFlipNormalize, DeviceBatches
@@ -22,3 +24,69 @@ def cifar10_train_batches(run):
     tensors = (torch.from_numpy(images).to(run.device), torch.from_numpy(labels).to(run.device))
     return DeviceBatches(tensors, run.batch_size, run.generator,
                          transform=CropFlipNormalize(run.image_size, run.generator, run.device))
+
+
+def churn_serving(run):
+    """Standardized Telco test split on run.device: the requests a served model answers."""
+    _, X_test, _, _, run.data_source = telco.load(run.data)
+    return torch.from_numpy(X_test).to(run.device)
+
+
+class PermutationBatches(Sampler):
+    """Endless index batches in DeviceBatches' order (the same generator, the same permutations), as
+    a DataLoader batch_sampler: a DataLoader pair sees the batches its device-batching twin sees.
+    keyed=True yields (epoch, index) keys instead, for datasets that seed augmentation per sample."""
+
+    def __init__(self, n: int, batch_size: int, generator: torch.Generator, keyed: bool = False):
+        self.n, self.batch_size, self.generator, self.keyed = n, batch_size, generator, keyed
+
+    def __iter__(self):
+        epoch = 0
+        while True:
+            perm = torch.randperm(self.n, device=self.generator.device, generator=self.generator).tolist()
+            for start in range(0, self.n - self.batch_size + 1, self.batch_size):
+                chunk = perm[start:start + self.batch_size]
+                yield [(epoch, i) for i in chunk] if self.keyed else chunk
+            epoch += 1
+
+
+class SeededAugmentation(Dataset):
+    """A dataset whose random transform draws from a seed of (run seed, epoch, sample): the same
+    crop for the same sample whichever process augments it, so a loader pair differs in speed only."""
+
+    keyed = True
+
+    def __init__(self, dataset, transform, seed: int):
+        self.dataset, self.transform, self.seed = dataset, transform, seed
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, key):
+        epoch, index = key
+        image, label = self.dataset[index]
+        with torch.random.fork_rng(devices=[]):  # leaves the process's own CPU RNG as it was
+            torch.manual_seed((self.seed * 1_000_003 + epoch) * 1_000_003 + index)
+            return self.transform(image), label
+
+
+def loader(run, dataset, **options):
+    """A DataLoader over `dataset` in DeviceBatches' order, endless; `options` are the knobs the
+    dataloader recipe turns (num_workers, pin_memory, ...). Its own CPU generator, so that worker
+    seeding does not draw from the global RNG that dropout uses."""
+    order = PermutationBatches(len(dataset), run.batch_size, run.generator, keyed=getattr(dataset, "keyed", False))
+    return DataLoader(dataset, batch_sampler=order, generator=torch.Generator().manual_seed(run.seed), **options)
+
+
+def cifar10_train_dataset(run):
+    """CIFAR-10 train images as the lab loads them: PIL images through torchvision's transforms on
+    the CPU (random-resized-crop, flip, to-tensor, normalize), one image at a time; the random draws
+    seeded per sample and epoch (SeededAugmentation)."""
+    from torchvision import transforms
+
+    from common.device_batches import IMAGENET_MEAN, IMAGENET_STD
+
+    augment = transforms.Compose([transforms.RandomResizedCrop(run.image_size), transforms.RandomHorizontalFlip(),
+                                  transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    dataset, run.data_source = cifar10.train_dataset(run.data)
+    return SeededAugmentation(dataset, augment, run.seed)

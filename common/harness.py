@@ -27,7 +27,7 @@ from common.profiling import op_views, profiler, trace_evidence
 from common.results import write_result
 from common.timing import StepTimer, synchronize
 
-PHASES = ("data", "forward", "backward", "optimizer")
+PHASES = ("data", "copy", "forward", "backward", "optimizer")  # "copy": host-to-device, where a script has one
 EXIT_OOM = 3  # the runner reads this as "out of memory": a result, not a crash
 # Testing aid: COOKBOOK_FAULT="oom:fast" (or "crash:slow:churn") raises at the first timed step of
 # the matching variant (and workload), so the runner's fault handling can be tested on a CPU.

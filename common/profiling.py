@@ -160,11 +160,11 @@ def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
             gpu_idle_share=max(0.0, 1.0 - _union_length(gpu) / span),
         )
     else:
-        # no CUDA runtime on CPU: count the ops that would block the host on a GPU, except the
-        # optimizer's reads of its step counters, which live on the CPU even in a GPU run
-        steps_of_optimizers = [e for e in events if e.get("cat") == "user_annotation"
-                               and str(e.get("name", "")).startswith("Optimizer.step")]
+        # no CUDA runtime on CPU: count the ops that would block the host on a GPU, except where
+        # the tensors stay on the CPU in a GPU run too: the optimizer's step counters, the loader
+        cpu_side = [e for e in events if e.get("cat") == "user_annotation"
+                    and (str(e.get("name", "")).startswith("Optimizer.step") or e.get("name") == "data")]
         reads = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::_local_scalar_dense"
-                 and not any(_inside(e, r) for r in steps_of_optimizers)]
+                 and not any(_inside(e, r) for r in cpu_side)]
         out.update(syncs_per_step=len(reads) / n, kernels_per_step=None, gpu_idle_share=None)
     return out

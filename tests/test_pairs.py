@@ -48,4 +48,4 @@ def test_pair_shares_the_harness_lines(recipe, workload):
     for variant in recipes.VARIANTS:
         source = recipes.script(recipe, workload, variant).read_text()
         assert "run = harness.start(__file__, __doc__)" in source and "run.finish()" in source
-        assert "run.loop(" in source and "run.log_loss(" in source
+        assert "run.loop(" in source and ("run.log_loss(" in source or "run.log_output(" in source)

@@ -1,0 +1,16 @@
+"""Input pipelines: stop the GPU waiting for data (device batching; DataLoader workers and pinning)."""
+
+import os
+
+TITLE = "Input pipeline (DataLoader)"
+# The same batches in the same order, and the same random crops (seeded per sample and epoch,
+# whichever process augments them): the losses agree to rounding.
+PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
+EVIDENCE = ("data_wait_share", "data_wait_ms", "cpu_ms_per_step", "worker_cpu_ms_per_step", "gpu_idle_share")
+
+
+def workers() -> int:
+    """All usable cores but one, which the training process keeps (at most 16: beyond that the
+    workers mostly contend for memory bandwidth)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(16, cores - 1))
