@@ -17,7 +17,7 @@ HOST ?= 127.0.0.1
 PORT ?= 6006
 RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
 
-.PHONY: help setup test tensorboard clean
+.PHONY: help setup recipes index test tensorboard clean
 
 help: ## list the targets
 	@echo "Quick start: make recipe-amp (the main job), make test (the CPU test suite)."
@@ -34,6 +34,13 @@ setup: $(SETUP) ## create .venv and install requirements.txt (automatic for ever
 
 recipe-%: $(SETUP) ## run a recipe's slow/fast pairs -> reports/<recipe>.md (e.g. make recipe-amp)
 	$(PY) -m common.compare $* $(ARGS)
+
+recipes: $(SETUP) ## run every recipe (a failure does not stop the others) -> reports/README.md
+	@status=0; for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.compare $$r $(ARGS) || status=1; done; \
+	$(PY) -m common.index; exit $$status
+
+index: $(SETUP) ## re-render reports/README.md and overview.png from the saved results
+	$(PY) -m common.index
 
 diff-%: $(SETUP) ## print each slow/fast pair of a recipe side by side (e.g. make diff-amp)
 	@$(PY) -m common.diffview $*

@@ -289,6 +289,10 @@ def finish(plan: Plan, by_variant, failures) -> int:
         with file_lock(plan.recipe_results / ".render.lock"):  # the md, plot and diffs come from one run
             written = report.render(comparison, plan.reports_dir)
             write_result(plan.recipe_results / "comparison.json", comparison)  # the latest, for make report-<recipe>
+        from common import index
+
+        with file_lock(plan.reports_dir / "results" / ".index.lock"):  # one writer of reports/README.md
+            written += index.render(plan.reports_dir)
         print("report: " + ", ".join(str(p) for p in written), flush=True)
     else:
         print(f"no variant finished: {plan.reports_dir / (plan.recipe + '.md')} is left as it was", flush=True)

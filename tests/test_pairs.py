@@ -49,3 +49,15 @@ def test_pair_shares_the_harness_lines(recipe, workload):
         source = recipes.script(recipe, workload, variant).read_text()
         assert "run = harness.start(__file__, __doc__)" in source and "run.finish()" in source
         assert "run.loop(" in source and ("run.log_loss(" in source or "run.log_output(" in source)
+
+
+def test_make_recipes_runs_every_recipe_then_the_index():
+    import subprocess
+
+    from common.env import REPO_ROOT
+
+    out = subprocess.run(["make", "-n", "recipes", "PYTHON=python3"], cwd=REPO_ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert "common.index" in out
+    for recipe in recipes.available():
+        assert f"recipe-{recipe}" in out or recipe in out.split("for r in")[1].split(";")[0]

@@ -8,7 +8,7 @@ batches land in pinned memory, and the copy to the GPU no longer blocks the host
 import torch
 
 from common import data, harness, models
-from recipes.dataloader import workers
+from recipes.dataloader import workers  # the worker count, sized from this machine's cores
 
 run = harness.start(__file__, __doc__)
 model = models.resnet18().to(run.device)
