@@ -59,7 +59,7 @@ def test_report_has_environment_tables_evidence_and_diffs(amp_smoke):
         assert f"+++ {w}_fast.py" in md
     for title in ("self memory", "CPU time", "call count"):
         assert md.count(title) >= 2
-    assert md.count("95% range of each median") == 2 and md.count("Parity (passed)") == 2
+    assert md.count("95% range of each median") == 2 and md.count("Parity of the training loss (passed)") == 2
     assert "make tensorboard" in md and "127.0.0.1:6006" in md
     assert (reports / "amp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

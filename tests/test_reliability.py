@@ -42,7 +42,7 @@ def test_a_crashing_variant_is_named_and_the_rest_still_runs(tmp_path):
     assert "RuntimeError: injected crash" in proc.stderr  # the last lines of its output
     md = (tmp_path / "amp.md").read_text()
     assert "## Failed runs" in md and "- resnet18 slow round 1: exit 1" in md and "injected crash" in md
-    assert "Parity (passed)" in md  # churn was still compared
+    assert "Parity of the training loss (passed)" in md  # churn was still compared
     assert not leftovers(tmp_path)
 
 
