@@ -51,5 +51,12 @@ def script_parser(prog: str, description: str, workload: str, overrides: dict) -
                         "else a synthetic stand-in in the real format")
     p.add_argument("--out", metavar="FILE.json", help="result file (default reports/results/<recipe>/<workload>_<variant>.json)")
     p.add_argument("--trace-dir", metavar="DIR", help="profiler trace folder (default reports/traces/<recipe>/<workload>_<variant>)")
+    p.add_argument("--phase-timing", action="store_true",
+                   help="also time each phase (data, copy, forward, backward, optimizer) of every timed step with "
+                        "CUDA events (perf_counter on CPU); adds a few microseconds per phase, so the diagnosis "
+                        "uses it and the recipes do not")
+    p.add_argument("--memory-dir", metavar="DIR",
+                   help="during the profiled steps also record memory: the profiler's memory timeline (HTML) and, "
+                        "on CUDA, an allocator snapshot (pickle for https://pytorch.org/memory_viz)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes for CPU checks and tests")
     return p

@@ -13,6 +13,12 @@ def churn_train(run):
     return torch.from_numpy(X_train).to(run.device), torch.from_numpy(y_train).to(run.device)
 
 
+def churn_splits(run):
+    """The seed's split as CPU tensors (X_train, X_test, y_train, y_test), standardized."""
+    X_train, X_test, y_train, y_test, run.data_source = telco.load(run.data)
+    return tuple(torch.from_numpy(a) for a in (X_train, X_test, y_train, y_test))
+
+
 def device_batches(run, *tensors):
     """Shuffled batches of run.batch_size sliced from a device permutation."""
     return DeviceBatches(tensors, run.batch_size, run.generator)

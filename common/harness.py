@@ -23,9 +23,9 @@ from common import cli, cpu_time, env, memory, presets, recipes, stats
 from common.errors import CookbookError
 from common.gpu_monitor import GpuMonitor
 from common.nvtx_ranges import Ranges
-from common.profiling import op_views, profiler, trace_evidence
+from common.profiling import memory_artifacts, op_views, profiler, trace_evidence
 from common.results import write_result
-from common.timing import StepTimer, synchronize
+from common.timing import PhaseTimer, StepTimer, synchronize
 
 PHASES = ("data", "copy", "forward", "backward", "optimizer")  # "copy": host-to-device, where a script has one
 EXIT_OOM = 3  # the runner reads this as "out of memory": a result, not a crash
@@ -87,8 +87,10 @@ def start(script_file: str, doc: str | None = None, argv: list[str] | None = Non
     sys.excepthook = _uncaught
     signal.signal(signal.SIGTERM, _terminate)
     recipe, workload, variant = recipes.identify(script_file)
-    overrides = getattr(recipes.settings(recipe), "DEFAULTS", {})
-    _prog = f"python -m recipes.{recipe}.{workload}_{variant}"
+    overrides = getattr(recipes.script_settings(script_file), "DEFAULTS", {})
+    path = Path(script_file).resolve()
+    inside = path.is_relative_to(env.REPO_ROOT)
+    _prog = "python -m " + ".".join(path.relative_to(env.REPO_ROOT).with_suffix("").parts) if inside else path.name
     args = cli.script_parser(_prog, doc or "", workload, overrides).parse_args(argv)
     _current = Run(recipe, workload, variant, args, overrides)  # input errors: one line, via _uncaught
     return _current
@@ -105,6 +107,7 @@ class Run:
         self.batch_size, self.steps, self.warmup = pick("batch_size"), pick("steps"), pick("warmup")
         self.profile_steps, self.image_size = pick("profile_steps"), pick("image_size")
         self.seed, self.data = args.seed, args.data
+        self.memory_dir = Path(args.memory_dir) if args.memory_dir else None
         name = f"{workload}_{variant}"
         self.out = Path(args.out or env.REPO_ROOT / "reports" / "results" / recipe / f"{name}.json")
         _writable_dir(self.out.parent, "output folder")
@@ -116,9 +119,12 @@ class Run:
         if self._ranges.kind == "off":
             self.notices.append("NVTX ranges off: no CUDA device")
         self._profiling = False
+        self._phase_timer = PhaseTimer(self.device) if args.phase_timing else None
+        self._timed_step = None  # the index of the timed step under way, for the phase timer
         self.stage = "setup"
         self._monitor = None
         self._losses = []
+        self.extra = {}  # anything a script adds to its result (a baseline's inference sweep, say)
         self.steps_run = 0  # batches the loop has handed out so far (warm-up and profiled included)
         self._timing = None
         self._evidence = None
@@ -134,12 +140,16 @@ class Run:
     @contextlib.contextmanager
     def phase(self, name: str):
         """An NVTX range (CUDA) and, while profiling, a profiler range named after the phase."""
+        timer, step = self._phase_timer, self._timed_step
+        started = timer.start() if timer is not None and step is not None else None
         with self._ranges.range(name):
             if self._profiling:
                 with torch.profiler.record_function(name):
                     yield
             else:
                 yield
+        if started is not None:
+            timer.stop(step, name, started)
 
     def log_loss(self, loss: torch.Tensor) -> None:
         """Keep the loss on the device (no sync); read once in finish() for the parity check."""
@@ -189,13 +199,18 @@ class Run:
                 timer.start(i)
                 if i == 0:
                     self._injected_fault()
+                self._timed_step = i
                 with self._ranges.range(f"step {i}"):
                     yield next_batch(record=True)
                 timer.stop(i)
+            self._timed_step = None
             step_ms = timer.step_ms()  # the one sync of the timed stretch, after its last step
         wall_s = time.perf_counter() - t0
         cpu_s, workers1 = time.process_time() - cpu0, cpu_time.children_s()
         self._memory = memory.peak(self.device)
+        if self._phase_timer is not None and self._phase_timer.peaks:
+            # the phase timer resets the allocator's peak at every phase: the run's peak is theirs
+            self._memory["max_allocated_mb"] = max(self._memory["max_allocated_mb"], *self._phase_timer.peaks.values())
         self._timing = {"warmup_steps": self.warmup, "warmup_s": warmup_s, "first_step_s": first_step_s,
                         "timed_wall_s": wall_s, "step_ms": step_ms,
                         "data_wait_share": sum(waits) / wall_s if wall_s > 0 else None,
@@ -204,12 +219,20 @@ class Run:
                         "worker_cpu_ms_per_step": (workers1 - workers0) * 1000 / self.steps
                         if workers0 is not None and workers1 is not None else None,
                         **stats.summarize(step_ms, self.batch_size)}
+        if self._phase_timer is not None:
+            per_phase = self._phase_timer.phase_ms()
+            self._timing["phase_ms"] = {p: stats.summarize(ms, self.batch_size) for p, ms in per_phase.items()}
+            self._timing["phase_peak_mb"] = self._phase_timer.peaks or None  # CUDA only
 
         self.stage = "profiled steps"
         if self.profile_steps:
             exclude = set(PHASES) | {f"step {i}" for i in range(self.profile_steps + 1)}
             worker = f"{self.workload}_{self.variant}"
-            with profiler(self.trace_dir, worker, self.device, self.profile_steps) as prof:
+            snapshot = self.memory_dir is not None and self.device.type == "cuda"
+            if snapshot:
+                torch.cuda.memory._record_memory_history(max_entries=100_000)  # allocations with stacks
+            with profiler(self.trace_dir, worker, self.device, self.profile_steps,
+                          with_stack=self.memory_dir is not None) as prof:
                 self._profiling = True
                 for i in range(self.profile_steps + 1):  # +1: the profiler's own warm-up step
                     yield next_batch()
@@ -218,6 +241,8 @@ class Run:
             self._evidence = {"trace": str(prof.trace_path),
                               **trace_evidence(prof.trace_path, self.device, PHASES),
                               "views": op_views(prof, self.device, self.profile_steps, exclude)}
+            if self.memory_dir is not None:
+                self._evidence["memory"] = memory_artifacts(prof, self.memory_dir, worker, self.device, snapshot)
 
         self.stage = "flop count"
         counter = FlopCounterMode(display=False)
@@ -257,6 +282,12 @@ class Run:
         write_result(self.out, result)
         print(f"{_prog}: out of memory at batch {self.batch_size} ({self.stage}): {message[:200]}", file=sys.stderr)
 
+    def finish_timing(self) -> dict:
+        """The timed steps' statistics, for a script that derives numbers from them before finish()."""
+        if self._timing is None:
+            raise RuntimeError("run.finish_timing() before run.loop() ran to its end")
+        return self._timing
+
     def finish(self) -> dict:
         if self._timing is None:
             raise RuntimeError("run.finish() before run.loop() ran to its end")
@@ -271,6 +302,7 @@ class Run:
             "gpu_monitor": gpu,
             "warnings": gpu["warnings"],
             "losses": losses,
+            "extra": self.extra,
         }
         write_result(self.out, result)
         print(summary(result, self.out))

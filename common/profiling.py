@@ -23,7 +23,7 @@ TOP_ROWS = 10
 
 
 @contextlib.contextmanager
-def profiler(trace_dir: Path, worker: str, device: torch.device, active_steps: int):
+def profiler(trace_dir: Path, worker: str, device: torch.device, active_steps: int, with_stack: bool = False):
     """Yield a profiler; call .step() after each step, for active_steps + 1 steps."""
     trace_dir = Path(trace_dir)
     trace_dir.mkdir(parents=True, exist_ok=True)
@@ -43,6 +43,7 @@ def profiler(trace_dir: Path, worker: str, device: torch.device, active_steps: i
         on_trace_ready=write_trace,
         record_shapes=True,
         profile_memory=True,
+        with_stack=with_stack,  # the memory timeline needs it; it slows profiling, so only then
     ) as prof:
         yield prof
     prof.trace_path = final
@@ -54,6 +55,27 @@ def _first(obj, *names, default=0.0):
         if value is not None:
             return value
     return default
+
+
+# the seed's layer-by-layer breakdown, by op name (forward and backward ops alike); first match wins
+OP_KINDS = (
+    ("linear", ("addmm", "::mm", "linear", "matmul", "bmm")),
+    ("convolution", ("conv",)),
+    ("batch_norm", ("batch_norm",)),
+    ("relu", ("relu", "threshold")),
+    ("dropout", ("dropout", "bernoulli")),
+    ("sigmoid", ("sigmoid",)),
+    ("loss", ("cross_entropy", "nll_loss", "log_softmax", "binary_cross")),
+    ("pooling", ("pool",)),
+    ("reduction", ("mean", "sum", "argmax", "::max")),
+    ("copy", ("copy_", "_to_copy", "::to", "index", "stack", "cat")),
+    ("elementwise", ("add", "mul", "sub", "div", "sqrt", "lerp", "fill_", "zero_", "_foreach", "where", "neg")),
+)
+
+
+def op_kind(name: str) -> str:
+    low = name.lower()
+    return next((kind for kind, keys in OP_KINDS if any(k in low for k in keys)), "other")
 
 
 def op_views(prof, device: torch.device, steps: int, exclude: set[str]) -> dict:
@@ -73,12 +95,18 @@ def op_views(prof, device: torch.device, steps: int, exclude: set[str]) -> dict:
                                else e.self_cpu_memory_usage) / steps,
         })
     time_key = "self_device_us" if cuda else "self_cpu_us"
+    kinds = {}
+    for r in rows:
+        k = kinds.setdefault(op_kind(r["name"]), {"name": op_kind(r["name"]), time_key: 0.0, "calls": 0.0})
+        k[time_key] += r[time_key] or 0.0
+        k["calls"] += r["calls"]
     top = lambda key: sorted(rows, key=lambda r: r[key], reverse=True)[:TOP_ROWS]  # noqa: E731
     return {
         "device_time": {"key": time_key, "rows": top(time_key)},
         "self_memory": {"key": "self_mem_bytes", "rows": top("self_mem_bytes")},
         "cpu_time": {"key": "cpu_total_us", "rows": top("cpu_total_us")},
         "calls": {"key": "calls", "rows": top("calls")},
+        "by_kind": {"key": time_key, "rows": sorted(kinds.values(), key=lambda r: r[time_key], reverse=True)},
     }
 
 
@@ -168,3 +196,35 @@ def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
                  and not any(_inside(e, r) for r in cpu_side)]
         out.update(syncs_per_step=len(reads) / n, kernels_per_step=None, gpu_idle_share=None)
     return out
+
+
+def memory_artifacts(prof, out_dir: Path, worker: str, device: torch.device, snapshot: bool) -> dict:
+    """The profiler's memory timeline (HTML, by category: parameters, gradients, activations,
+    optimizer state...) and, on CUDA, the allocator snapshot recorded over the profiled steps."""
+    import warnings
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    found, notes = {}, []
+    timeline = out_dir / f"{worker}_memory_timeline.html"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # deprecated in newest torch, still there
+            prof.export_memory_timeline(str(timeline), device="cuda:0" if device.type == "cuda" else "cpu")
+        found["timeline"] = str(timeline)
+    except Exception as e:  # an older or newer torch without it
+        notes.append(f"memory timeline unavailable ({type(e).__name__}: {str(e)[:120]})")
+    if snapshot:
+        path = out_dir / f"{worker}_memory_snapshot.pickle"
+        try:
+            torch.cuda.memory._dump_snapshot(str(path))
+            found["snapshot"] = str(path)
+            found["view_snapshot"] = (f"open https://pytorch.org/memory_viz and drop {path.name} on it, or "
+                                      f"python -m torch.cuda._memory_viz trace_plot {path} -o {path.with_suffix('.html')}")
+        except Exception as e:
+            notes.append(f"memory snapshot unavailable ({type(e).__name__})")
+        finally:
+            torch.cuda.memory._record_memory_history(enabled=None)
+    elif device.type != "cuda":
+        notes.append("allocator snapshot: CUDA only")
+    return {**found, "notes": notes}

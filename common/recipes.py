@@ -37,10 +37,24 @@ def settings(recipe: str):
 
 
 def identify(script_file: str) -> tuple[str, str, str]:
-    """recipes/amp/resnet18_fast.py -> ('amp', 'resnet18', 'fast')."""
+    """recipes/amp/resnet18_fast.py -> ('amp', 'resnet18', 'fast'); outside recipes/ the name only
+    has to start with a workload: baselines/churn_mlp.py -> ('baselines', 'churn', 'mlp')."""
     path = Path(script_file).resolve()
-    workload, _, variant = path.stem.rpartition("_")
-    if workload not in WORKLOADS or variant not in VARIANTS:
-        raise CookbookError(f"{path.name}: a recipe script is named <workload>_<slow|fast>.py, "
-                            f"workload one of {', '.join(WORKLOADS)}")
+    workload = next((w for w in WORKLOADS if path.stem.startswith(w + "_")), None)
+    variant = path.stem[len(workload) + 1:] if workload else ""
+    in_recipes = path.parent.parent == RECIPES_DIR
+    if workload is None or not variant or (in_recipes and variant not in VARIANTS):
+        shape = "<workload>_<slow|fast>.py" if in_recipes else "<workload>_<name>.py"
+        raise CookbookError(f"{path.name}: a script here is named {shape}, workload one of {', '.join(WORKLOADS)}")
     return path.parent.name, workload, variant
+
+
+def script_settings(script_file: str):
+    """The settings module of a script's folder (recipes/<recipe>/__init__.py, baselines/__init__.py),
+    or None for a folder that is not a package."""
+    folder = Path(script_file).resolve().parent
+    try:
+        dotted = ".".join(folder.relative_to(REPO_ROOT).parts)
+        return importlib.import_module(dotted) if dotted else None
+    except (ValueError, ImportError):
+        return None

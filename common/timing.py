@@ -46,3 +46,45 @@ def synchronize(device: torch.device) -> None:
     """Wait for queued device work; used only between measured phases, never inside a step."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+class PhaseTimer:
+    """Per-phase time of every timed step: CUDA events recorded on entering and leaving a phase
+    (no sync; read after the loop), or perf_counter on CPU. A phase entered twice in a step adds up.
+    On a GPU an event pair measures when the GPU reached each point, so a phase the host spends
+    waiting (for data, say) shows as GPU time too: the GPU had nothing else to do."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.marks = []  # (step, phase, start, end)
+
+        self.peaks = {}  # phase -> the highest allocator peak seen inside it (CUDA), MB
+
+    def _mark(self):
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def start(self):
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()  # host-side allocator counters: no sync
+        return self._mark()
+
+    def stop(self, step: int, phase: str, started) -> None:
+        self.marks.append((step, phase, started, self._mark()))
+        if self.cuda:
+            peak = torch.cuda.max_memory_allocated() / 2**20
+            self.peaks[phase] = max(self.peaks.get(phase, 0.0), peak)
+
+    def phase_ms(self) -> dict[str, list[float]]:
+        """phase -> milliseconds per timed step (steps where the phase did not run count 0)."""
+        if self.cuda:
+            torch.cuda.synchronize()  # note: a sync point, after the timed loop
+        steps = 1 + max((m[0] for m in self.marks), default=-1)
+        out = {}
+        for step, phase, a, b in self.marks:
+            ms = a.elapsed_time(b) if self.cuda else (b - a) * 1000.0
+            out.setdefault(phase, [0.0] * steps)[step] += ms
+        return out
