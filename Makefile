@@ -17,7 +17,7 @@ HOST ?= 127.0.0.1
 PORT ?= 6006
 RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
 
-.PHONY: help setup recipes index test tensorboard clean
+.PHONY: help setup recipes index baselines test tensorboard clean
 
 help: ## list the targets
 	@echo "Quick start: make recipe-amp (the main job), make test (the CPU test suite)."
@@ -38,6 +38,12 @@ recipe-%: $(SETUP) ## run a recipe's slow/fast pairs -> reports/<recipe>.md (e.g
 recipes: $(SETUP) ## run every recipe (a failure does not stop the others) -> reports/README.md
 	@status=0; for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.compare $$r $(ARGS) || status=1; done; \
 	$(PY) -m common.index; exit $$status
+
+diagnose-%: $(SETUP) ## the four-phase diagnosis of a baseline -> reports/baseline_<workload>.md (churn, resnet18)
+	$(PY) -m common.diagnose $* $(ARGS)
+
+baselines: $(SETUP) ## diagnose both naive baselines (make diagnose-churn, make diagnose-resnet18)
+	@status=0; for w in churn resnet18; do $(PY) -m common.diagnose $$w $(ARGS) || status=1; done; exit $$status
 
 index: $(SETUP) ## re-render reports/README.md and overview.png from the saved results
 	$(PY) -m common.index
