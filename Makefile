@@ -17,7 +17,7 @@ HOST ?= 127.0.0.1
 PORT ?= 6006
 RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
 
-.PHONY: help setup recipes index baselines test tensorboard clean
+.PHONY: help setup recipes index baselines ladder all test tensorboard clean
 
 help: ## list the targets
 	@echo "Quick start: make recipe-amp (the main job), make test (the CPU test suite)."
@@ -44,6 +44,16 @@ diagnose-%: $(SETUP) ## the four-phase diagnosis of a baseline -> reports/baseli
 
 baselines: $(SETUP) ## diagnose both naive baselines (make diagnose-churn, make diagnose-resnet18)
 	@status=0; for w in churn resnet18; do $(PY) -m common.diagnose $$w $(ARGS) || status=1; done; exit $$status
+
+ladder: $(SETUP) ## climb both ladders, naive -> every technique -> reports/ladder_<workload>.md
+	$(PY) -m common.ladder $(ARGS)
+
+all: $(SETUP) ## baselines, every recipe, both ladders, then reports/README.md (failures do not stop the rest)
+	@status=0; \
+	for w in churn resnet18; do $(PY) -m common.diagnose $$w $(ARGS) || status=1; done; \
+	for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.compare $$r $(ARGS) || status=1; done; \
+	$(PY) -m common.ladder $(ARGS) || status=1; \
+	$(PY) -m common.index; exit $$status
 
 index: $(SETUP) ## re-render reports/README.md and overview.png from the saved results
 	$(PY) -m common.index

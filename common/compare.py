@@ -163,11 +163,12 @@ def parity(slow, fast, rule):
     a, b = slow["losses"], fast["losses"]
     if not a or len(a) != len(b):
         return {"ok": False, "max_rel": None, "rtol": rule["rtol"], "why": f"loss trajectories of {len(a)} and {len(b)} steps"}
-    k = min(rule["early_steps"], len(a))
-    early = [abs(y - x) / max(abs(x), 1e-6) for x, y in zip(a[:k], b[:k])]
+    k = min(rule["early_steps"], len(a))  # 0: the twins' data differ step by step, compare windows only
+    early = [abs(y - x) / max(abs(x), 1e-6) for x, y in zip(a[:k], b[:k])] or [0.0]
     w = min(rule["window"], len(a))
     scale = max(abs(fmean(a[:w])), 1e-6)
-    windows = [abs(fmean(b[i:i + w]) - fmean(a[i:i + w])) / scale for i in range(0, len(a) - w + 1, w)]
+    starts = list(range(0, len(a) - w + 1, w))[:rule.get("max_windows")]  # max_windows: only the first ones
+    windows = [abs(fmean(b[i:i + w]) - fmean(a[i:i + w])) / scale for i in starts]
     worst = max(range(len(windows)), key=windows.__getitem__)
     finite = all(math.isfinite(v) for v in b)
     return {"ok": finite and max(early) <= rule["early_rtol"] and windows[worst] <= rule["rtol"],

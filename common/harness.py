@@ -82,7 +82,8 @@ def _writable_dir(path: Path, what: str) -> Path:
     return path
 
 
-def start(script_file: str, doc: str | None = None, argv: list[str] | None = None) -> "Run":
+def start(script_file: str, doc: str | None = None, argv: list[str] | None = None, extend=None) -> "Run":
+    """extend(parser) may add a script's own flags (the ladder's --rung); they land in run.args."""
     global _prog, _current
     sys.excepthook = _uncaught
     signal.signal(signal.SIGTERM, _terminate)
@@ -91,7 +92,10 @@ def start(script_file: str, doc: str | None = None, argv: list[str] | None = Non
     path = Path(script_file).resolve()
     inside = path.is_relative_to(env.REPO_ROOT)
     _prog = "python -m " + ".".join(path.relative_to(env.REPO_ROOT).with_suffix("").parts) if inside else path.name
-    args = cli.script_parser(_prog, doc or "", workload, overrides).parse_args(argv)
+    parser = cli.script_parser(_prog, doc or "", workload, overrides)
+    if extend is not None:
+        extend(parser)
+    args = parser.parse_args(argv)
     _current = Run(recipe, workload, variant, args, overrides)  # input errors: one line, via _uncaught
     return _current
 
@@ -99,6 +103,7 @@ def start(script_file: str, doc: str | None = None, argv: list[str] | None = Non
 class Run:
     def __init__(self, recipe, workload, variant, args, overrides):
         self.recipe, self.workload, self.variant = recipe, workload, variant
+        self.args = args
         self.device, self.notices = resolve_device(args.device)
         self.smoke = args.smoke
         mode = "smoke" if args.smoke else self.device.type

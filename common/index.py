@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from common import env, mechanism, memory, recipes
+from common.presets import WORKLOADS
 from common.errors import CookbookError, exit_with
 from common.report import verdict
 from common.results import atomic_write_bytes, atomic_write_text, read_result
@@ -106,6 +107,28 @@ def _plot(table) -> bytes:
     return buf.getvalue()
 
 
+def _beyond_recipes(reports_dir: Path) -> list[str]:
+    """Links to the diagnoses and ladders present, with their headline from the saved results."""
+    out = []
+    for w in WORKLOADS:
+        md = reports_dir / f"baseline_{w}.md"
+        if md.exists():
+            verdict = next((line.strip("*.") for line in md.read_text().splitlines() if line.startswith("**")), "")
+            out.append(f"- [Diagnosis of the {w} baseline](baseline_{w}.md): {verdict}")
+    for w in WORKLOADS:
+        path = reports_dir / "results" / "ladder" / f"{w}.json"
+        if (reports_dir / f"ladder_{w}.md").exists() and path.exists():
+            try:
+                rungs = [r for r in read_result(path)["rungs"] if r["status"] == "ok"]
+                last = rungs[-1]
+                head = (f"{len(rungs)} rungs; the last ({last['name']}) {last['stats']['throughput_per_s']:,.0f} samples/s, "
+                        f"{last.get('cumulative', 0):.1f}x the naive pipeline on {_device({'slow': last})}")
+            except (KeyError, IndexError, TypeError):
+                head = "unreadable results: re-run make ladder"
+            out.append(f"- [Ladder: {w}](ladder_{w}.md): {head}")
+    return (["## Baselines and ladders", ""] + out + [""]) if out else []
+
+
 def render(reports_dir: Path) -> list[Path]:
     reports_dir = Path(reports_dir)
     table = rows(latest(reports_dir))
@@ -124,6 +147,7 @@ def render(reports_dir: Path) -> list[Path]:
             lines += ["![speedup of every recipe](overview.png)", ""]
         if any(r["device"].startswith("CPU") for r in table):
             lines += ["Rows marked CPU are CPU runs: they check the pipeline, they are not GPU results.", ""]
+    lines += _beyond_recipes(reports_dir)
     written = []
     if any(r["speedup"] for r in table):
         atomic_write_bytes(reports_dir / "overview.png", _plot(table))
