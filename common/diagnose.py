@@ -212,9 +212,19 @@ def render(name: str, result: dict, analysis: dict, command: str, reports_dir: P
               "| kind of op | ms per step | calls |", "|---|---:|---:|"]
     for k in a["operations"]["by_kind"]:
         lines.append(f"| {k['name']} | {k[key] / 1000:.3f} | {k['calls']:.0f} |")
-    lines += ["", "| top op | ms per step | calls |", "|---|---:|---:|"]
-    for r in a["operations"]["top"]:
-        lines.append(f"| `{r['name'][:60]}` | {r[key] / 1000:.3f} | {r['calls']:.0f} |")
+    views = (result.get("evidence") or {}).get("views") or {}
+    titles = {"device_time": f"top ops by {unit}", "self_memory": "top ops by self memory",
+              "cpu_time": "top ops by CPU time (incl. children)", "calls": "top ops by calls"}
+    for view, title in titles.items():
+        if view not in views:
+            continue
+        vkey = views[view]["key"]
+        lines += ["", f"The seed's view: {title}.", "", "| op | value per step |", "|---|---:|"]
+        for r in views[view]["rows"][:8]:
+            v = r[vkey] or 0.0
+            shown = (f"{v / 1000:.3f} ms" if vkey.endswith("_us") else f"{v / 2**20:.2f} MB" if vkey == "self_mem_bytes"
+                     else f"{v:.0f}")
+            lines.append(f"| `{r['name'][:60]}` | {shown} |")
     ev = result.get("evidence") or {}
     mem = ev.get("memory") or {}
     lines += ["", "## Memory and traces", ""]
