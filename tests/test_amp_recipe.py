@@ -43,7 +43,7 @@ def test_each_run_writes_a_complete_result(amp_smoke):
             assert r["env"]["device_type"] == "cpu"
             ev = r["evidence"]
             assert ev["profiled_steps"] == r["config"]["profile_steps"] and ev["ops_per_step"] > 0
-            assert set(ev["views"]) == {"device_time", "self_memory", "cpu_time", "calls"}
+            assert set(ev["views"]) == {"device_time", "self_memory", "cpu_time", "calls", "by_kind"}
             assert all(ev["views"][k]["rows"] for k in ev["views"])
 
 

@@ -52,7 +52,9 @@ def test_interrupt_leaves_the_previous_report_and_finished_results(tmp_path, sig
     (tmp_path / "amp.md").write_text(previous)
     cmd = [sys.executable, "-m", "common.compare", "amp", "--smoke", "--data", "synthetic", "--workloads", "churn",
            "--rounds", "2", "--reports-dir", str(tmp_path)]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a shell's background job inherits SIGINT ignored; a user's Ctrl-C reaches a foreground process
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     out = ""
     while "[2/4]" not in out:  # the first run has finished, the second has started
         char = proc.stdout.read(1)  # the progress line ends only when its run does
