@@ -31,6 +31,7 @@ DATA_SHARE = 0.30  # waiting for input this much of a step makes data loading a 
 SYNC_MIN = 1.0  # host syncs per step inside the loop worth a finding
 IDLE_SHARE = 0.30  # a GPU idle this much of the profiled steps is starved by the host
 BUSY_UTIL = 80.0  # NVML utilisation (%) above which the GPU is the bottleneck
+COMPUTE_SHARE = 0.70  # without NVML: this much of a step in forward/backward/optimizer is compute-bound
 RECIPES = {
     "data loading": ["dataloader"],
     "host syncs": ["sync_removal"],
@@ -77,6 +78,12 @@ def analyse(result: dict) -> dict:
         findings.append({"kind": "GPU compute", "weight": util / 100,
                          "says": f"GPU-bound: {util:.0f}% NVML utilisation, {compute:.2f} of {step:.2f} ms in "
                                  "forward, backward and optimizer"})
+    compute_share = _share(compute, step)
+    if util is None and compute_share >= COMPUTE_SHARE:  # no NVML (a CPU run): the phase times decide
+        where = "the CPU" if not cuda else "the device (NVML unavailable to confirm)"
+        findings.append({"kind": "GPU compute", "weight": compute_share,
+                         "says": f"compute-bound on {where}: {compute_share:.0%} of step time in forward, backward and "
+                                 f"optimizer ({compute:.2f} of {step:.2f} ms)"})
     findings.sort(key=lambda f: f["weight"], reverse=True)
     if not findings:
         findings.append({"kind": "none dominant", "weight": 0.0,
