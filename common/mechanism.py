@@ -62,4 +62,6 @@ def change(name: str, slow: dict, fast: dict) -> str:
         return f"{(b - a) * 100:+.1f} points"
     if a == 0:
         return "from 0" if b else "same"
+    if b == 0:
+        return "gone"
     return f"{b / a:.2f}x"

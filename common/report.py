@@ -182,6 +182,9 @@ def _workload_section(recipe, workload, entry, reports_dir, keys=()):
                 f"(per-round medians, ms: slow {', '.join(f'{m:.3f}' for m in slow['round_medians_ms'])}; "
                 f"fast {', '.join(f'{m:.3f}' for m in fast['round_medians_ms'])})",
             f"- Memory: {mem_f:.0f} MB vs {mem_s:.0f} MB ({(mem_f / mem_s - 1) * 100:+.1f}%)" if mem_s else "- Memory: n/a"]
+    for key in (k for k in keys if mechanism.value(k, slow) is not None):  # the point of the recipe, first
+        out.append(f"- **Mechanism: {mechanism.label(key, cpu)}**: {mechanism.formatted(key, slow)} (slow) -> "
+                   f"{mechanism.formatted(key, fast)} (fast){_change(key, slow, fast)}")
     if par.get("max_rel") is not None:
         out.append(f"- Parity of the {par.get('what', 'training loss')} ({'passed' if par['ok'] else 'FAILED'}) over {par['steps']} steps: the first "
                    f"{par['early_steps']} losses within {par['early_max_rel']:.2%} of each other (tolerance "
@@ -202,9 +205,6 @@ def _workload_section(recipe, workload, entry, reports_dir, keys=()):
     out += [f"- GPU monitor ({v}): util {g['gpu_util_mean']:.0f}% mean, SM clock {g['sm_clock_mhz'][0]}-"
             f"{g['sm_clock_mhz'][1]} MHz, max {g['temp_c_max']} C, {g['power_w_mean']:.0f} W of {g['power_limit_w']:.0f} W"
             for v, g in gpu if g and g.get("available")]
-    for key in (k for k in keys if mechanism.value(k, slow) is not None):
-        out.append(f"- **Mechanism: {mechanism.label(key, cpu)}**: {mechanism.formatted(key, slow)} (slow) -> "
-                   f"{mechanism.formatted(key, fast)} (fast){_change(key, slow, fast)}")
     out.append("")
     out += _mechanism_table(slow, fast, keys, cpu)
 
