@@ -111,3 +111,30 @@ def test_amp_changes_precision_not_the_arithmetic(amp_smoke):
     for w in WORKLOADS:
         entry = comparison["workloads"][w]
         assert entry["fast"]["flops_per_step"] == entry["slow"]["flops_per_step"] > 0
+
+
+def test_phase_evidence_attributes_kernels_by_correlation_and_counts_top_level_ops(tmp_path):
+    """A hand-made CUDA-style trace of 1 step: the optimizer range calls 2 ops (one with a nested
+    op) and launches 2 kernels; a launch on another thread inside the same time span is not its own."""
+    ann = lambda name, ts, dur, tid=1: {"ph": "X", "cat": "user_annotation", "name": name, "ts": ts, "dur": dur, "tid": tid}  # noqa: E731
+    events = [
+        ann("ProfilerStep#1", 0, 100),
+        ann("optimizer", 50, 40),
+        {"ph": "X", "cat": "cpu_op", "name": "aten::_foreach_add_", "ts": 52, "dur": 10, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add_", "ts": 53, "dur": 2, "tid": 1},  # nested: not a call
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mul_", "ts": 70, "dur": 5, "tid": 1},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 55, "dur": 1, "tid": 1, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 71, "dur": 1, "tid": 1, "args": {"correlation": 8}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 60, "dur": 1, "tid": 2, "args": {"correlation": 9}},
+        {"ph": "X", "cat": "kernel", "name": "k7", "ts": 58, "dur": 4, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "kernel", "name": "k8", "ts": 75, "dur": 6, "args": {"correlation": 8}},
+        {"ph": "X", "cat": "kernel", "name": "k9", "ts": 62, "dur": 50, "args": {"correlation": 9}},
+    ]
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    import torch
+
+    opt = profiling.trace_evidence(path, torch.device("cuda"), ("optimizer", "forward"))["phases"]["optimizer"]
+    assert opt == {"host_ms": 0.04, "ops": 2, "kernels": 2, "kernel_ms": 0.01}
+    cpu = profiling.trace_evidence(path, torch.device("cpu"), ("optimizer",))["phases"]["optimizer"]
+    assert cpu["ops"] == 2 and cpu["kernels"] is None

@@ -58,3 +58,18 @@ def test_the_larger_batch_rung_runs_a_larger_batch(climbed):
 def test_unknown_ladder_is_one_line():
     proc = run_module("common.ladder", "gpt2")
     assert proc.returncode == 2 and "no ladder for gpt2" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_targets_are_checked_only_on_a_gpu_run_and_say_by_how_much():
+    from common.ladder import _targets
+
+    def rung(ips, p99_ms, cumulative):
+        return {"status": "ok", "name": "x", "stats": {"throughput_per_s": ips, "p99_ms": p99_ms},
+                "cumulative": cumulative}
+
+    gpu = {"workload": "resnet18", "mode": "cuda", "rungs": [rung(500, 70, 1.0), rung(5000, 7, 10.0)]}
+    text = "\n".join(_targets(gpu))
+    assert "5,000 images/s: missed by 2.0x" in text and "cumulative speedup 10.0x: met" in text
+    churn = {"workload": "churn", "mode": "cuda", "rungs": [rung(1e5, 1.0, 1.0), rung(9e6, 0.08, 90.0)]}
+    assert "0.080 ms: met" in "\n".join(_targets(churn))
+    assert "Not checked" in "\n".join(_targets({**gpu, "mode": "cpu"}))
