@@ -30,8 +30,15 @@ def test_a_planted_item_gives_a_sync_finding_and_nothing_about_data(tmp_path):
     assert "sync_removal" in (tmp_path / "baseline_churn.md").read_text()
 
 
-def test_diagnose_churn_baseline_writes_all_four_phases(tmp_path):
-    diagnosed(tmp_path, "churn")
+@pytest.fixture(scope="module")
+def churn_diagnosis(tmp_path_factory):
+    reports = tmp_path_factory.mktemp("diagnosis")
+    diagnosed(reports, "churn")
+    return reports
+
+
+def test_diagnose_churn_baseline_writes_all_four_phases(churn_diagnosis):
+    tmp_path = churn_diagnosis
     md = (tmp_path / "baseline_churn.md").read_text()
     for section in ("## Verdict", "## Phase 1: baseline", "## Phase 2: bottleneck type", "## Phase 3: component",
                     "## Phase 4: operations", "## Memory and traces"):
@@ -62,3 +69,25 @@ def test_analyse_rules(data_share, compute_share, syncs, expected):
                                                        "forward": {"mean_ms": compute_share * step}}},
               "evidence": {"syncs_per_step": syncs}, "memory": {"peak_rss_mb": 1.0}, "config": {"batch_size": 1}}
     assert diagnose.analyse(result)["findings"][0]["kind"] == expected
+
+
+def test_the_gpu_parts_of_the_report_render(churn_diagnosis, tmp_path):
+    """What only a GPU run fills in (NVML conditions, per-batch GPU columns, per-phase peaks, the
+    snapshot), rendered from a CPU result with those parts added."""
+    import json
+
+    result = json.loads(next(churn_diagnosis.glob("results/diagnose/*/result.json")).read_text())
+    nvml = {"available": True, "gpu_util_mean": 35.0, "mem_used_mb_max": 900.0, "temp_c_max": 41, "power_w_mean": 80.0,
+            "power_limit_w": 700.0, "sm_clock_mhz": [1980, 1980], "mem_clock_mhz": [2619, 2619], "pstates": [0],
+            "throttle_reasons": [], "warnings": []}
+    result["gpu_monitor"] = nvml
+    for row in result["extra"]["inference"]["rows"]:
+        row["gpu"] = nvml
+    result["timing"]["phase_peak_mb"] = {"forward": 123.0}
+    result["evidence"]["memory"] = {"snapshot": "/x/churn_mlp_memory_snapshot.pickle", "view_snapshot": "open memory_viz",
+                                    "notes": []}
+    analysis = diagnose.analyse(result)
+    md = diagnose.render("churn", result, analysis, "test", tmp_path)[0].read_text()
+    assert "GPU util 35% mean, SM clock 1980-1980 MHz, memory clock 2619-2619 MHz, P-states [0]" in md
+    assert "| 35% | 900 | 41 | 80 (700) | 1980 / 2619 | [0] | none |" in md
+    assert "| forward |" in md and "| 123 |" in md and "CUDA memory snapshot" in md
