@@ -80,9 +80,10 @@ NOISY_ADVICE = (f"NOISY: a coefficient of variation above {stats.NOISY_CV:.0%}; 
 
 
 def verdict(entry) -> str:
-    """The speedup, or "no significant difference" when the medians' 95% ranges overlap."""
+    """The speedup, or "no significant difference" when the medians' 95% ranges overlap. A fast
+    twin that is slower is a result too, and is said in words."""
     if entry["significant"]:
-        return f"{entry['speedup']:.2f}x"
+        return f"{entry['speedup']:.2f}x" + (" (the fast twin is SLOWER)" if entry["speedup"] < 1 else "")
     return f"no significant difference ({entry['speedup']:.2f}x)"
 
 
@@ -176,7 +177,9 @@ def _workload_section(recipe, workload, entry, reports_dir, keys=()):
     mem_s, mem_f = memory.headline_mb(slow["memory"]), memory.headline_mb(fast["memory"])
     par = entry["parity"]
     (s_lo, s_hi), (f_lo, f_hi) = entry["slow_median_ci_ms"], entry["fast_median_ci_ms"]
-    headline = (f"**Speedup (median step time): {entry['speedup']:.2f}x**" if entry["significant"] else
+    headline = (f"**Speedup (median step time): {entry['speedup']:.2f}x**"
+                + (" - **the fast twin is slower here**; the recipe's README says when and why" if entry["speedup"] < 1 else "")
+                if entry["significant"] else
                 f"**No significant difference** (median ratio {entry['speedup']:.2f}x, but the ranges overlap)")
     out += ["", f"- {headline}; 95% range of each median: slow {s_lo:.3f}-{s_hi:.3f} ms, fast {f_lo:.3f}-{f_hi:.3f} ms "
                 f"(per-round medians, ms: slow {', '.join(f'{m:.3f}' for m in slow['round_medians_ms'])}; "

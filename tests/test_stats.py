@@ -26,3 +26,11 @@ def test_summary_reports_median_spread_and_throughput():
 def test_empty_sample_is_an_error():
     with pytest.raises(ValueError):
         stats.summarize([], 1)
+
+
+def test_a_slower_fast_twin_is_said_in_words():
+    from common.report import verdict
+
+    assert verdict({"significant": True, "speedup": 0.8}) == "0.80x (the fast twin is SLOWER)"
+    assert verdict({"significant": True, "speedup": 1.5}) == "1.50x"
+    assert verdict({"significant": False, "speedup": 0.8}) == "no significant difference (0.80x)"
