@@ -28,6 +28,12 @@ positive_int = _int_at_least(1)
 non_negative_int = _int_at_least(0)
 
 
+def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
+    """A runner's own flags, and those after `--` that it hands to every script it starts."""
+    own = argv.index("--") if "--" in argv else len(argv)
+    return argv[:own], argv[own + 1:]
+
+
 def _preset_help(workload: str, key: str, overrides: dict) -> str:
     values = [f"{mode}: {presets.defaults(workload, mode, overrides)[key]}" for mode in ("cuda", "cpu", "smoke")]
     return "default " + ", ".join(values)

@@ -8,7 +8,6 @@ trajectories, a terminal summary, and the report (reports/<recipe>.md, plot, sid
 """
 import argparse
 import contextlib
-import datetime as dt
 import fcntl
 import math
 import os
@@ -23,7 +22,7 @@ from statistics import fmean
 import torch
 
 from common import env, mechanism, memory, recipes, stats
-from common.cli import OneLineParser, positive_int
+from common.cli import OneLineParser, positive_int, split_passthrough
 from common.errors import CookbookError, exit_with
 from common.harness import EXIT_OOM
 from common.presets import WORKLOADS
@@ -47,9 +46,8 @@ def parse_args(argv):
                         "of the initial loss, e.g. 0.01)")
     p.add_argument("--reports-dir", default=str(env.REPO_ROOT / "reports"), help="where the report goes (default reports/)")
     p.epilog = "Flags after -- go to every script, e.g. -- --steps 50 --batch-size 64"
-    own = argv.index("--") if "--" in argv else len(argv)
-    script_args = argv[own + 1:]
-    args = p.parse_args(argv[:own])
+    own, script_args = split_passthrough(argv)
+    args = p.parse_args(own)
     args.script_args = script_args
     return args
 
@@ -116,12 +114,11 @@ def make_plan(argv) -> Plan:
     common_flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
     reports_dir = Path(args.reports_dir)
     # one folder per invocation: two runs at once never read or overwrite each other's results
-    run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
     plan = Plan(recipe=recipe, title=settings.TITLE, cuda=cuda, evidence=tuple(getattr(settings, "EVIDENCE", ())),
                 parity_rule=settings.PARITY, parity_rtol=args.parity_rtol,
                 rounds=args.rounds or (1 if args.smoke else 3 if cuda else 2), workloads=workloads,
                 script_flags={w: common_flags + data[w] + args.script_args for w in workloads},
-                reports_dir=reports_dir, results_dir=reports_dir / "results" / recipe / run_id,
+                reports_dir=reports_dir, results_dir=reports_dir / "results" / recipe / env.run_id(),
                 traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke, device=args.device,
                 command="python -m common.compare " + " ".join(argv))
     for folder in (plan.results_dir, plan.traces_dir):

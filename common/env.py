@@ -10,6 +10,17 @@ import torch
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def run_id() -> str:
+    """A name for one invocation's results folder: UTC time and pid, so that runs never collide."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
+
+
+def shown_path(path) -> str:
+    """A path as a reader can use it: relative to the repository when it lies inside it."""
+    p = Path(path)
+    return str(p.relative_to(REPO_ROOT)) if p.is_absolute() and p.is_relative_to(REPO_ROOT) else str(p)
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -4,11 +4,10 @@ runs them all. `python -m common.index` re-renders it from the saved results.
 
 Every number comes from reports/results/<recipe>/comparison.json; nothing is typed in by hand.
 """
-import io
 import sys
 from pathlib import Path
 
-from common import env, mechanism, memory, recipes
+from common import env, mechanism, memory, plotting, recipes
 from common.presets import WORKLOADS
 from common.errors import CookbookError, exit_with
 from common.report import verdict
@@ -85,10 +84,7 @@ def _recipe_rows(recipe, c) -> list[dict]:
 
 
 def _plot(table) -> bytes:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     shown = [r for r in table if r["speedup"]]
     fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(shown) + 1.4))
@@ -101,10 +97,7 @@ def _plot(table) -> bytes:
     ax.set_xlabel("speedup of the fast twin (median step time; grey: not significant)")
     fig.suptitle("Every recipe, slow vs fast: " + ", ".join(sorted({r["device"] for r in shown})), fontsize=9)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return plotting.png(fig)
 
 
 def _beyond_recipes(reports_dir: Path) -> list[str]:

@@ -8,8 +8,6 @@ changes the batch size: cumulative against rung 0, incremental against the rung 
 every rung against rung 0, within the tolerance of the techniques it has added.
 """
 import argparse
-import datetime as dt
-import io
 import os
 import subprocess
 import sys
@@ -19,8 +17,8 @@ from pathlib import Path
 import torch
 
 import ladder
-from common import env, memory
-from common.cli import OneLineParser, positive_int
+from common import env, memory, plotting
+from common.cli import OneLineParser, positive_int, split_passthrough
 from common.compare import aggregate, parity, parity_failure
 from common.errors import CookbookError, exit_with
 from common.harness import EXIT_OOM
@@ -42,9 +40,9 @@ def parse_args(argv):
     p.add_argument("--data", metavar="synthetic|PATH", help="data for every rung (default: the real source, else synthetic)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: a quick CPU check")
     p.add_argument("--reports-dir", default=str(env.REPO_ROOT / "reports"))
-    own = argv.index("--") if "--" in argv else len(argv)
-    args = p.parse_args(argv[:own])
-    args.script_args = argv[own + 1:]
+    own, script_args = split_passthrough(argv)
+    args = p.parse_args(own)
+    args.script_args = script_args
     unknown = [w for w in args.workloads if w not in ladder.RUNGS]
     if unknown:
         raise CookbookError(f"no ladder for {', '.join(unknown)}; choose from {', '.join(ladder.RUNGS)}")
@@ -156,10 +154,7 @@ def _targets(summary) -> list[str]:
 
 
 def _plot(summary) -> bytes:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     rows = [r for r in summary["rungs"] if r["status"] == "ok"]
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.6))
@@ -174,10 +169,7 @@ def _plot(summary) -> bytes:
     env_ = rows[0]["env"] if rows else None
     fig.suptitle(f"ladder {summary['workload']}: {env.describe_device(env_) if env_ else ''}", fontsize=9)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return plotting.png(fig)
 
 
 def render(summary, command, reports_dir: Path) -> list[Path]:
@@ -232,8 +224,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     cuda = args.device != "cpu" and torch.cuda.is_available()
     reports_dir = Path(args.reports_dir)
-    run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
-    results_dir = reports_dir / "results" / "ladder" / run_id
+    results_dir = reports_dir / "results" / "ladder" / env.run_id()
     try:
         results_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -4,11 +4,10 @@
 
 Every number comes from the result files of a run; nothing here is typed in by hand.
 """
-import io
 import sys
 from pathlib import Path
 
-from common import diffview, env, mechanism, memory, stats
+from common import diffview, env, mechanism, memory, plotting, stats
 from common.errors import CookbookError, exit_with
 from common.results import atomic_write_bytes, atomic_write_text, read_result
 
@@ -88,10 +87,7 @@ def verdict(entry) -> str:
 
 
 def _plot(comparison) -> bytes:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     names = [w for w, e in comparison["workloads"].items() if "speedup" in e]
     fig, axes = plt.subplots(2, max(len(names), 1), figsize=(4.5 * max(len(names), 1), 6.5), squeeze=False)
@@ -110,10 +106,7 @@ def _plot(comparison) -> bytes:
         ax.set_ylabel("MB")
     fig.suptitle(f"{comparison['recipe']}: {device_label(comparison)}", fontsize=9)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return plotting.png(fig)
 
 
 def _env_table(comparison):
@@ -279,9 +272,7 @@ def render_markdown(comparison, reports_dir: Path) -> str:
         for v in ("slow", "fast"):
             ev = entry.get(v, {}).get("evidence")
             if ev:
-                trace = Path(ev["trace"])
-                shown = trace.relative_to(env.REPO_ROOT) if trace.is_relative_to(env.REPO_ROOT) else trace
-                lines.append(f"- {workload} {v}: `{shown}`")
+                lines.append(f"- {workload} {v}: `{env.shown_path(ev['trace'])}`")
     lines += ["", "- TensorBoard: `make tensorboard`, then open http://127.0.0.1:6006/#pytorch_profiler",
               "- Perfetto: open https://ui.perfetto.dev and drop a `.pt.trace.json` file on it",
               f"- Nsight Systems (NVTX ranges per step and phase): `make nsys-{recipe}` where `nsys` is installed", ""]
