@@ -38,7 +38,7 @@ for images, labels in run.loop(batches):
 result = run.finish_timing()
 steps_per_epoch = len(dataset) // run.batch_size
 run.extra.update(train_accuracy=correct / seen, mean_loss=running_loss / run.steps_run, steps_per_epoch=steps_per_epoch,
-                 epoch_s_estimate=steps_per_epoch * result["median_ms"] / 1000.0)
+                 epoch_s_estimate=steps_per_epoch * result.summary.median_ms / 1000.0)
 print(f"training accuracy {correct / seen:.2%} over {seen} images; one epoch ({steps_per_epoch} steps) at this pace: "
       f"{run.extra['epoch_s_estimate']:.0f} s")
 run.finish()

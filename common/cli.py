@@ -24,6 +24,16 @@ def _int_at_least(lowest: int):
     return parse
 
 
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 positive_int = _int_at_least(1)
 non_negative_int = _int_at_least(0)
 
@@ -47,6 +57,8 @@ def script_parser(prog: str, description: str, workload: str, overrides: dict) -
     p.add_argument("--steps", type=positive_int, help=f"timed steps ({h('steps')})")
     p.add_argument("--warmup", type=positive_int, help=f"untimed warm-up steps before timing ({h('warmup')})")
     p.add_argument("--batch-size", type=positive_int, help=f"samples per step ({h('batch_size')})")
+    p.add_argument("--min-time", type=non_negative_float, metavar="SECONDS",
+                   help=f"time at least this long: more steps than --steps when they are short ({h('min_time')})")
     p.add_argument("--profile-steps", type=non_negative_int,
                    help=f"profiled steps after the timed ones, 0 to skip the profiler ({h('profile_steps')})")
     if workload == "resnet18":

@@ -2,49 +2,42 @@
 
     python -m common.compare amp [--smoke] [--rounds N] [--device auto|cuda|cpu] [--data synthetic]
 
-Every variant runs in its own process; slow and fast alternate for several rounds (who goes first
-alternates too) so that drift hits both; round 1 also profiles. Then: a parity check of the loss
-trajectories, a terminal summary, and the report (reports/<recipe>.md, plot, side-by-side diffs).
+Every variant runs in its own process, pinned to the same cores; slow and fast alternate round
+after round (who goes first alternates too) so that drift hits both; round 1 also profiles. The
+process is the unit: after MIN_ROUNDS rounds the speedup's 95% interval over processes is checked
+after every round, and rounds are added until it decides (it excludes 1, or lies within the +-3%
+floor) or MAX_ROUNDS is reached; the report says which. Then: parity of the loss trajectories, a
+terminal summary, and the report (reports/<recipe>.md, plot, side-by-side diffs).
 """
 import argparse
 import contextlib
 import fcntl
-import math
-import os
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import fmean
 
-import torch
-
-from common import env, mechanism, memory, recipes, stats
+from common import ceiling, env, recipes, runner, stats
+from common.aggregate import aggregate, parity, parity_failure
 from common.cli import OneLineParser, positive_int, split_passthrough
 from common.errors import CookbookError, exit_with
-from common.harness import EXIT_OOM
-from common.presets import WORKLOADS
-from common.results import read_result, write_result
+from common.results import Comparison, WorkloadComparison, write_result
 
-LOG_TAIL = 15
+MIN_ROUNDS, MAX_ROUNDS = 3, 10
 
 
 def parse_args(argv):
     p = OneLineParser(prog="python -m common.compare", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("recipe", help="recipe folder name under recipes/")
-    p.add_argument("--rounds", type=positive_int, help="alternating rounds (default 3 on CUDA, 2 on CPU, 1 with --smoke)")
-    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
-    p.add_argument("--workloads", help=f"comma-separated subset of {','.join(WORKLOADS)} (default: every pair)")
-    p.add_argument("--data", action="append", default=[], metavar="synthetic|WORKLOAD=PATH",
-                   help="data for the scripts: 'synthetic' for all, or churn=FILE.csv / resnet18=CIFAR_ROOT (repeatable)")
-    p.add_argument("--smoke", action="store_true", help="tiny sizes: a quick CPU check of the whole pipeline")
+    runner.add_flags(p, rounds_help=f"exactly N alternating rounds (default: from {MIN_ROUNDS} up to {MAX_ROUNDS}, "
+                                    "until the interval decides; 1 with --smoke)")
+    p.add_argument("--max-rounds", type=positive_int, default=MAX_ROUNDS, help=f"the cap (default {MAX_ROUNDS})")
+    p.add_argument("--workloads", help="comma-separated subset of the recipe's workloads (default: every pair)")
     p.add_argument("--parity-rtol", type=float, metavar="FRACTION",
                    help="override the recipe's trajectory tolerance (windowed mean loss difference as a fraction "
                         "of the initial loss, e.g. 0.01)")
-    p.add_argument("--reports-dir", default=str(env.REPO_ROOT / "reports"), help="where the report goes (default reports/)")
     p.epilog = "Flags after -- go to every script, e.g. -- --steps 50 --batch-size 64"
     own, script_args = split_passthrough(argv)
     args = p.parse_args(own)
@@ -52,19 +45,17 @@ def parse_args(argv):
     return args
 
 
-def data_flags(values, workloads):
-    flags = {w: [] for w in workloads}
-    for value in values:
-        if value == "synthetic":
-            for w in workloads:
-                flags[w] = ["--data", "synthetic"]
-            continue
-        workload, sep, path = value.partition("=")
-        if not sep or workload not in WORKLOADS:
-            raise CookbookError(f"--data {value!r}: use 'synthetic' or WORKLOAD=PATH with WORKLOAD one of {', '.join(WORKLOADS)}")
-        if workload in flags:
-            flags[workload] = ["--data", path]
-    return flags
+@dataclass
+class Rounds:
+    """How many processes per variant, and how that number is chosen."""
+    least: int
+    most: int
+    fixed: bool
+
+    def describe(self) -> str:
+        if self.fixed:
+            return f"{self.least} round(s), fixed"
+        return f"{self.least} rounds, then one more until the 95% interval decides, at most {self.most}"
 
 
 @dataclass
@@ -73,16 +64,16 @@ class Plan:
     recipe: str
     title: str
     parity_rule: dict  # the recipe's rule; PARITY["workloads"][w] may override keys per workload
-    evidence: tuple  # the metric names this recipe's technique must move (common.mechanism)
+    evidence: tuple  # the metric names this recipe's technique must move (common.metrics)
     cuda: bool
-    rounds: int
+    rounds: Rounds
     workloads: list
     script_flags: dict  # workload -> flags for its scripts (data, --smoke, pass-through)
+    cpus: list
     reports_dir: Path
     results_dir: Path  # this invocation's own folder under reports/results/<recipe>/
     traces_dir: Path
     smoke: bool
-    device: str
     command: str
     parity_rtol: float | None = None  # --parity-rtol: one tolerance for every workload
 
@@ -100,9 +91,7 @@ def make_plan(argv) -> Plan:
     args = parse_args(argv)
     recipe = recipes.check(args.recipe)
     settings = recipes.settings(recipe)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise CookbookError("--device cuda: CUDA is not available here; use --device cpu or --device auto")
-    cuda = args.device != "cpu" and torch.cuda.is_available()
+    cuda = runner.use_cuda(args.device)
     workloads = recipes.workloads(recipe)
     if args.workloads:
         wanted = [w.strip() for w in args.workloads.split(",") if w.strip()]
@@ -110,123 +99,72 @@ def make_plan(argv) -> Plan:
         if unknown:
             raise CookbookError(f"--workloads: no {recipe} pair for {', '.join(unknown)}; choose from {', '.join(workloads)}")
         workloads = wanted
-    data = data_flags(args.data, workloads)
+    data = runner.data_flags(args.data, workloads)
     common_flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
+    if args.rounds or args.smoke:
+        rounds = Rounds(args.rounds or 1, args.rounds or 1, fixed=True)
+    else:
+        rounds = Rounds(min(MIN_ROUNDS, args.max_rounds), args.max_rounds, fixed=False)
     reports_dir = Path(args.reports_dir)
-    # one folder per invocation: two runs at once never read or overwrite each other's results
-    plan = Plan(recipe=recipe, title=settings.TITLE, cuda=cuda, evidence=tuple(getattr(settings, "EVIDENCE", ())),
-                parity_rule=settings.PARITY, parity_rtol=args.parity_rtol,
-                rounds=args.rounds or (1 if args.smoke else 3 if cuda else 2), workloads=workloads,
+    results_dir = runner.output_folder(reports_dir, recipe)
+    return Plan(recipe=recipe, title=settings.TITLE, cuda=cuda, evidence=tuple(getattr(settings, "EVIDENCE", ())),
+                parity_rule=settings.PARITY, parity_rtol=args.parity_rtol, rounds=rounds, workloads=workloads,
                 script_flags={w: common_flags + data[w] + args.script_args for w in workloads},
-                reports_dir=reports_dir, results_dir=reports_dir / "results" / recipe / env.run_id(),
-                traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke, device=args.device,
+                cpus=runner.cpu_set(args.cpus), reports_dir=reports_dir, results_dir=results_dir,
+                traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke,
                 command="python -m common.compare " + " ".join(argv))
-    for folder in (plan.results_dir, plan.traces_dir):
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise CookbookError(f"--reports-dir {reports_dir}: cannot write ({e.strerror}); choose a writable folder") from None
-    return plan
 
 
-def run_variant(plan: Plan, workload, variant, round_no):
-    """One variant in its own process; its output goes to a log next to its result."""
+def run_variant(plan: Plan, workload, variant, round_no) -> runner.Outcome:
     out = plan.results_dir / f"{workload}_{variant}_r{round_no}.json"
-    log = out.with_suffix(".log")
-    cmd = [sys.executable, "-m", f"recipes.{plan.recipe}.{workload}_{variant}", "--out", str(out),
-           "--trace-dir", str(plan.traces_dir / f"{workload}_{variant}")] + plan.script_flags[workload]
+    flags = ["--trace-dir", str(plan.traces_dir / f"{workload}_{variant}")] + plan.script_flags[workload]
     if round_no > 1:
-        cmd += ["--profile-steps", "0"]  # the evidence comes from round 1
-    t0 = time.perf_counter()
-    with open(log, "w") as f:
-        proc = subprocess.run(cmd, cwd=env.REPO_ROOT, stdout=f, stderr=subprocess.STDOUT,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    elapsed = time.perf_counter() - t0
-    if proc.returncode == EXIT_OOM and out.exists():
-        return read_result(out), None, elapsed  # out of memory: a result with status "oom"
-    if proc.returncode != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-LOG_TAIL:]
-        return None, {"workload": workload, "variant": variant, "round": round_no,
-                      "returncode": proc.returncode, "log": str(log), "tail": tail}, elapsed
-    return read_result(out), None, elapsed
+        flags += ["--profile-steps", "0"]  # the evidence comes from round 1
+    return runner.launch(["-m", f"recipes.{plan.recipe}.{workload}_{variant}"], flags, out, cpus=plan.cpus,
+                         rerun=f"make recipe-{plan.recipe}")
 
 
-def parity(slow, fast, rule):
-    """Do the twins train the same? Both see the same weights and batches, so:
-    - early: the first steps agree step by step (a wrong cast or a missing loss scale shows at once);
-    - trajectory: means over windows of steps stay close, measured against the initial loss so that
-      losses near zero do not blow the ratio up (a run that diverges or stops learning shows here);
-    - every loss of the fast twin is finite."""
-    a, b = slow["losses"], fast["losses"]
-    if not a or len(a) != len(b):
-        return {"ok": False, "max_rel": None, "rtol": rule["rtol"], "why": f"loss trajectories of {len(a)} and {len(b)} steps"}
-    k = min(rule["early_steps"], len(a))  # 0: the twins' data differ step by step, compare windows only
-    early = [abs(y - x) / max(abs(x), 1e-6) for x, y in zip(a[:k], b[:k])] or [0.0]
-    w = min(rule["window"], len(a))
-    scale = max(abs(fmean(a[:w])), 1e-6)
-    starts = list(range(0, len(a) - w + 1, w))[:rule.get("max_windows")]  # max_windows: only the first ones
-    windows = [abs(fmean(b[i:i + w]) - fmean(a[i:i + w])) / scale for i in starts]
-    worst = max(range(len(windows)), key=windows.__getitem__)
-    finite = all(math.isfinite(v) for v in b)
-    return {"ok": finite and max(early) <= rule["early_rtol"] and windows[worst] <= rule["rtol"],
-            "early_max_rel": max(early), "early_steps": k, "early_rtol": rule["early_rtol"],
-            "max_rel": windows[worst], "at_step": worst * w, "window": w, "rtol": rule["rtol"],
-            "steps": len(a), "finite": finite}
+def run_workload(plan: Plan, workload, counter) -> tuple[dict, list, str]:
+    """Rounds of slow and fast until the interval decides (or the cap); the runs, failures, reason."""
+    by_variant, failures = {}, []
+    reason = plan.rounds.describe()
+    for round_no in range(1, plan.rounds.most + 1):
+        for variant in runner.alternating(recipes.VARIANTS, round_no):
+            print(counter(f"{workload} {variant} round {round_no}"), end=" ", flush=True)
+            outcome = run_variant(plan, workload, variant, round_no)
+            if outcome.kind == "failed":
+                failures.append(outcome.failure(f"{workload} {variant}", round_no))
+                print(f"FAILED (exit {outcome.returncode}) after {outcome.seconds:.1f} s", flush=True)
+                continue
+            by_variant.setdefault(variant, []).append(outcome.result)
+            if outcome.kind == "oom":
+                print(f"out of memory at batch {outcome.result.oom.batch_size} after {outcome.seconds:.1f} s", flush=True)
+            else:
+                s = outcome.result.timing.summary
+                print(f"{outcome.seconds:.1f} s, median {s.median_ms:.3f} ms over {s.n} steps", flush=True)
+        ok = {v: [r for r in runs if r.status == "ok"] for v, runs in by_variant.items()}
+        if any(r.status == "oom" for runs in by_variant.values() for r in runs) or failures:
+            return by_variant, failures, f"stopped after round {round_no}: a run failed or ran out of memory"
+        if plan.rounds.fixed or round_no < plan.rounds.least:
+            continue
+        s = stats.speedup([r.timing.summary.median_ms for r in ok["slow"]], [r.timing.summary.median_ms for r in ok["fast"]])
+        print(f"    after {round_no} rounds: {stats.describe(s)}", flush=True)
+        if stats.decided(s):
+            return by_variant, failures, f"{round_no} rounds: the 95% interval decided ({s.verdict})"
+        if round_no == plan.rounds.most:
+            return by_variant, failures, f"{round_no} rounds, the cap: the interval still includes 1 and is wider than " \
+                                         f"+-{s.floor:.0%}, so no difference is claimed"
+    return by_variant, failures, reason
 
 
-def parity_failure(par) -> str:
-    if par.get("max_rel") is None:
-        return par["why"]
-    if not par["finite"]:
-        return "the fast twin's loss is not finite (NaN or inf)"
-    if par["early_max_rel"] > par["early_rtol"]:
-        return (f"the first {par['early_steps']} steps' losses differ by up to {par['early_max_rel']:.2%} "
-                f"(tolerance {par['early_rtol'] * 100:.4g}%)")
-    return (f"the {par['window']}-step mean loss differs by {par['max_rel']:.2%} of the initial loss at steps "
-            f"{par['at_step']}-{par['at_step'] + par['window'] - 1} (tolerance {par['rtol'] * 100:.4g}%)")
-
-
-def aggregate(runs):
-    """Pool the timed steps of every round of one variant (or report its out-of-memory)."""
-    first = runs[0]
-    oom = next((r for r in runs if r["status"] == "oom"), None)
-    if oom:
-        return {"status": "oom", "oom": oom["oom"], "config": oom["config"], "env": oom["env"],
-                "data_source": oom["data_source"], "notices": oom["notices"], "warnings": []}
-    pooled = [ms for r in runs for ms in r["timing"]["step_ms"]]
-    per_round = lambda key: [r["timing"][key] for r in runs if r["timing"].get(key) is not None]  # noqa: E731
-    return {
-        "status": "ok",
-        "step_ms": pooled,
-        "stats": stats.summarize(pooled, first["config"]["batch_size"]),
-        "round_medians_ms": [r["timing"]["median_ms"] for r in runs],
-        "warmup_s": [r["timing"]["warmup_s"] for r in runs],
-        # host-side evidence: the median over rounds (data wait, CPU time, the first step's compile)
-        "host": {k: sorted(per_round(k))[len(per_round(k)) // 2] if per_round(k) else None
-                 for k in mechanism.HOST_KEYS},
-        "memory": max((r["memory"] for r in runs), key=memory.headline_mb),
-        "evidence": first["evidence"],
-        "flops_per_step": first.get("flops_per_step"),
-        "gpu_monitor": first.get("gpu_monitor"),
-        "config": first["config"],
-        "data_source": first["data_source"],
-        "notices": first["notices"],
-        "warnings": sorted({w for r in runs for w in r.get("warnings", [])}),
-        "env": first["env"],
-    }
-
-
-def summarize_workload(runs_by_variant, rule):
-    """Aggregate each variant; where both ran, the speedup, its significance and the parity check."""
-    entry = {v: aggregate(runs) for v, runs in runs_by_variant.items()}
-    slow, fast = entry.get("slow"), entry.get("fast")
-    if slow and fast and slow["status"] == fast["status"] == "ok":
-        entry.update(stats.compare_medians(slow.pop("step_ms"), fast.pop("step_ms")))
-        entry["parity"] = parity(runs_by_variant["slow"][0], runs_by_variant["fast"][0], rule)
-        entry["parity"]["what"] = rule["what"]
-    for v in entry.values():
-        if isinstance(v, dict):
-            v.pop("step_ms", None)
+def summarize_workload(runs_by_variant, rule, reason="") -> WorkloadComparison:
+    """Aggregate each variant; where both ran, the speedup over processes and the parity check."""
+    entry = WorkloadComparison(rounds_reason=reason)
+    for v, runs in runs_by_variant.items():
+        setattr(entry, v, aggregate(runs))
+    if entry.slow and entry.fast and entry.slow.status == entry.fast.status == "ok":
+        entry.speedup = stats.speedup(entry.slow.process_medians_ms, entry.fast.process_medians_ms)
+        entry.parity = parity(runs_by_variant["slow"][0], runs_by_variant["fast"][0], rule)
     return entry
 
 
@@ -245,45 +183,38 @@ def file_lock(path: Path, blocking: bool = True):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def run_all(plan: Plan):
-    """Slow and fast alternate, round after round, and who goes first alternates too."""
-    total = len(plan.workloads) * plan.rounds * 2
-    print(f"{plan.recipe}: {len(plan.workloads)} workload(s) x {plan.rounds} round(s) x slow/fast = {total} runs, "
-          f"{'CUDA' if plan.cuda else 'CPU'}{' (smoke)' if plan.smoke else ''}; logs in {plan.results_dir}", flush=True)
-    done, failures, by_variant = 0, [], {}
+def run_all(plan: Plan) -> Comparison:
+    ceiling.ensure(plan.cuda)
+    per_round = len(plan.workloads) * 2
+    least, most = per_round * plan.rounds.least, per_round * plan.rounds.most
+    print(f"{plan.recipe}: {len(plan.workloads)} workload(s) x slow/fast, {plan.rounds.describe()}: {least}"
+          f"{'' if least == most else f'-{most}'} runs, {'CUDA' if plan.cuda else 'CPU'}{' (smoke)' if plan.smoke else ''}, "
+          f"cores {env.cpu_ranges(plan.cpus)}; logs in {plan.results_dir}", flush=True)
+    started, done = time.perf_counter(), [0]
+
+    def counter(what):
+        done[0] += 1
+        return runner.progress(done[0], max(least, done[0]), started, what)
+
+    comparison = Comparison(recipe=plan.recipe, title=plan.title, evidence_keys=list(plan.evidence), smoke=plan.smoke,
+                            device="cuda" if plan.cuda else "cpu", command=plan.command,
+                            results_dir=str(plan.results_dir), workloads={}, failures=[],
+                            rounds={"least": plan.rounds.least, "most": plan.rounds.most, "fixed": plan.rounds.fixed,
+                                    "floor": stats.FLOOR, "method": stats.METHOD, "cpus": plan.cpus})
     for workload in plan.workloads:
-        for round_no in range(1, plan.rounds + 1):
-            for variant in recipes.VARIANTS if round_no % 2 else recipes.VARIANTS[::-1]:
-                done += 1
-                print(f"[{done}/{total}] {workload} {variant} round {round_no} ...", end=" ", flush=True)
-                result, failure, elapsed = run_variant(plan, workload, variant, round_no)
-                if failure:
-                    failures.append(failure)
-                    print(f"FAILED (exit {failure['returncode']}) after {elapsed:.1f} s", flush=True)
-                elif result["status"] == "oom":
-                    by_variant.setdefault((workload, variant), []).append(result)
-                    print(f"out of memory at batch {result['oom']['batch_size']} after {elapsed:.1f} s", flush=True)
-                else:
-                    by_variant.setdefault((workload, variant), []).append(result)
-                    print(f"{elapsed:.1f} s, median {result['timing']['median_ms']:.3f} ms", flush=True)
-    return by_variant, failures
+        by_variant, failures, reason = run_workload(plan, workload, counter)
+        comparison.failures += failures
+        comparison.workloads[workload] = summarize_workload(by_variant, plan.rule_for(workload), reason)
+    return comparison
 
 
-def finish(plan: Plan, by_variant, failures) -> int:
-    """Aggregate, write comparison.json and the report, print the summary; the exit status."""
-    comparison = {"recipe": plan.recipe, "title": plan.title,
-                  "evidence_keys": list(plan.evidence),
-                  "rounds": plan.rounds, "smoke": plan.smoke, "device": "cuda" if plan.cuda else "cpu",
-                  "command": plan.command, "results_dir": str(plan.results_dir), "workloads": {}, "failures": failures}
-    for workload in plan.workloads:
-        runs = {v: by_variant[(workload, v)] for v in recipes.VARIANTS if (workload, v) in by_variant}
-        comparison["workloads"][workload] = summarize_workload(runs, plan.rule_for(workload))
+def finish(plan: Plan, comparison: Comparison) -> int:
+    """Write comparison.json and the report, print the summary; the exit status."""
     write_result(plan.results_dir / "comparison.json", comparison)
-
     from common import report  # matplotlib is only needed here
 
     print(report.terminal_table(comparison))
-    if any(comparison["workloads"].values()):
+    if any(e.slow or e.fast for e in comparison.workloads.values()):
         with file_lock(plan.recipe_results / ".render.lock"):  # the md, plot and diffs come from one run
             written = report.render(comparison, plan.reports_dir)
             write_result(plan.recipe_results / "comparison.json", comparison)  # the latest, for make report-<recipe>
@@ -295,16 +226,14 @@ def finish(plan: Plan, by_variant, failures) -> int:
     else:
         print(f"no variant finished: {plan.reports_dir / (plan.recipe + '.md')} is left as it was", flush=True)
     status = 0
-    for workload, entry in comparison["workloads"].items():
-        par = entry.get("parity")
-        if par and not par["ok"]:
+    for workload, entry in comparison.workloads.items():
+        if entry.parity and not entry.parity.ok:
             status = 1
-            print(f"parity FAILED for {plan.recipe}/{workload}: {parity_failure(par)}", file=sys.stderr)
-    for f in failures:
+            print(f"parity FAILED for {plan.recipe}/{workload}: {parity_failure(entry.parity)}", file=sys.stderr)
+    for f in comparison.failures:
         status = 1
-        print(f"{f['workload']} {f['variant']} round {f['round']} failed (exit {f['returncode']}); "
-              f"last lines of {f['log']}:", file=sys.stderr)
-        print("\n".join("    " + line for line in f["tail"]), file=sys.stderr)
+        print(f"{f.what} round {f.round} failed (exit {f.returncode}); last lines of {f.log}:", file=sys.stderr)
+        print("\n".join("    " + line for line in f.tail), file=sys.stderr)
     return status
 
 
@@ -314,8 +243,8 @@ def compare(argv=None) -> int:
         if not alone:
             print(f"warning: another {plan.recipe} comparison is running: the two disturb each other's timings "
                   "(their files stay apart)", file=sys.stderr, flush=True)
-        by_variant, failures = run_all(plan)
-    return finish(plan, by_variant, failures)
+        comparison = run_all(plan)
+    return finish(plan, comparison)
 
 
 def _terminate(signum, frame):

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from common.results import Stamp
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -39,11 +41,20 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def git_commit() -> str | None:
+def git_commit() -> str:
     commit = _git("rev-parse", "--short=12", "HEAD")
-    if commit and _git("status", "--porcelain", "--untracked-files=no"):
+    if not commit:
+        return "unknown (not a git checkout)"
+    if _git("status", "--porcelain", "--untracked-files=no"):
         commit += "-dirty"
     return commit
+
+
+def cpu_set() -> list[int]:
+    """The cores this process may run on (the runner pins every child to the same set)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
 
 
 def _driver_version() -> str | None:
@@ -69,10 +80,10 @@ def _torchvision_version() -> str | None:
         return None
 
 
-def stamp(device: torch.device) -> dict:
+def stamp(device: torch.device) -> Stamp:
     cuda = device.type == "cuda"
     props = torch.cuda.get_device_properties(device) if cuda else None
-    return {
+    return Stamp(**{
         "device_type": device.type,
         "gpu_name": props.name if cuda else None,
         "gpu_memory_gb": round(props.total_memory / 1e9, 1) if cuda else None,
@@ -83,19 +94,32 @@ def stamp(device: torch.device) -> dict:
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "torch": torch.__version__,
         "torchvision": _torchvision_version(),
         "python": platform.python_version(),
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpu_set": cpu_set(),
         "torch_threads": torch.get_num_threads(),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
-    }
+    })
 
 
-def describe_device(env: dict) -> str:
+def describe_device(env: Stamp) -> str:
     """A one-line label; CPU results always say CPU."""
-    if env["device_type"] == "cuda":
-        return f"{env['gpu_name']} (driver {env['driver'] or '?'}, CUDA {env['cuda']})"
-    return f"CPU: {env['cpu']} x{env['cpu_count']} (not a GPU result)"
+    if env.device_type == "cuda":
+        return f"{env.gpu_name} (driver {env.driver or '?'}, CUDA {env.cuda})"
+    return f"CPU: {env.cpu} x{env.cpu_count} (not a GPU result)"
+
+
+def cpu_ranges(cpus) -> str:
+    """[0, 1, 2, 5] -> '0-2,5'"""
+    out, cpus = [], sorted(cpus)
+    for c in cpus:
+        if out and c == out[-1][1] + 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in out)

@@ -9,3 +9,6 @@ class CookbookError(Exception):
 def exit_with(err: CookbookError, prog: str = "cookbook") -> None:
     print(f"{prog}: error: {err}", file=sys.stderr)
     sys.exit(2)
+
+
+EXIT_OOM = 3  # a harness script that ran out of memory exits with this: a result, not a crash

@@ -1,39 +1,37 @@
 """What a recipe script touches: `run = harness.start(__file__, __doc__)`, then `run.loop(...)`,
 `run.phase(...)`, `run.log_loss(...)` and `run.finish()`. All measuring lives here.
 
-A run has four consecutive stretches over one stream of batches:
+A run has four consecutive stages over one stream of batches, each a small generator that hands
+the script its batches and returns what it measured:
   warm-up  (untimed; its wall time, compile time included, is reported on its own line)
   timed    (per-step CUDA events or perf_counter, read once after the loop; no profiler)
   profiled (torch.profiler, 1 warm-up + N active steps -> trace + evidence; never timed)
   counted  (one step under FlopCounterMode: the FLOPs a step really executes, recomputation included)
 """
 import contextlib
-import os
+import math
 import random
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from common import cli, cpu_time, env, memory, presets, recipes, stats
-from common.errors import CookbookError
+from common import cli, cpu_time, env, faults, hta, memory, presets, recipes, stats
+from common.errors import EXIT_OOM, CookbookError
 from common.gpu_monitor import GpuMonitor
 from common.nvtx_ranges import Ranges
 from common.profiling import memory_artifacts, op_views, profiler, trace_evidence
-from common.results import write_result
-from common.timing import PhaseTimer, StepTimer, synchronize
+from common.results import Config, Evidence, Oom, PhaseEvidence, RunResult, Timing, write_result
+from common.timing import DataTimer, PhaseTimer, StepTimer, synchronize
 
 PHASES = ("data", "copy", "forward", "backward", "optimizer")  # "copy": host-to-device, where a script has one
-EXIT_OOM = 3  # the runner reads this as "out of memory": a result, not a crash
-# Testing aid: COOKBOOK_FAULT="oom:fast" (or "crash:slow:churn") raises at the first timed step of
-# the matching variant (and workload), so the runner's fault handling can be tested on a CPU.
-FAULT_ENV = "COOKBOOK_FAULT"
-_prog = Path(sys.argv[0]).name  # replaced by "python -m recipes.<recipe>.<script>" in start()
-_current = None  # the Run of this process, for the exception hook
+
+MAX_STEPS = 20_000  # the most timed steps --min-time may ask for
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -43,23 +41,42 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
-def _uncaught(exc_type, exc, tb):
-    """Input problems are one line, not a stack trace; running out of memory is a result; anything
-    else keeps its trace (the runner shows its last lines)."""
-    if issubclass(exc_type, CookbookError):
-        print(f"{_prog}: error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    if issubclass(exc_type, KeyboardInterrupt):
-        print(f"{_prog}: interrupted: no result written", file=sys.stderr)
-        sys.exit(130)
-    if is_oom(exc) and _current is not None:
-        _current.write_oom(exc)
-        sys.exit(EXIT_OOM)
-    sys.__excepthook__(exc_type, exc, tb)
-
-
 def _terminate(signum, frame):
     raise KeyboardInterrupt  # a kill ends like Ctrl-C: nothing half-written
+
+
+class _Hooks:
+    """The process-wide handlers of a harness script: input problems are one line, not a stack
+    trace; running out of memory is a result; anything else keeps its trace."""
+
+    def __init__(self, prog: str):
+        self.prog, self.run = prog, None
+
+    def uncaught(self, exc_type, exc, tb):
+        if issubclass(exc_type, CookbookError):
+            print(f"{self.prog}: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        if issubclass(exc_type, KeyboardInterrupt):
+            print(f"{self.prog}: interrupted: no result written", file=sys.stderr)
+            sys.exit(130)
+        if is_oom(exc) and self.run is not None:
+            self.run.write_oom(exc)
+            sys.exit(EXIT_OOM)
+        sys.__excepthook__(exc_type, exc, tb)
+
+
+@contextlib.contextmanager
+def process_hooks(prog: str):
+    """Install the exception hook and the SIGTERM handler; restore the previous ones on exit."""
+    hooks = _Hooks(prog)
+    saved = sys.excepthook, signal.getsignal(signal.SIGTERM)
+    sys.excepthook = hooks.uncaught
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield hooks
+    finally:
+        sys.excepthook = saved[0]
+        signal.signal(signal.SIGTERM, saved[1])
 
 
 def resolve_device(choice: str) -> tuple[torch.device, list[str]]:
@@ -72,6 +89,8 @@ def resolve_device(choice: str) -> tuple[torch.device, list[str]]:
 
 
 def _writable_dir(path: Path, what: str) -> Path:
+    import os
+
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / f".write-test-{os.getpid()}"
@@ -83,26 +102,35 @@ def _writable_dir(path: Path, what: str) -> Path:
 
 
 def start(script_file: str, doc: str | None = None, argv: list[str] | None = None, extend=None) -> "Run":
-    """extend(parser) may add a script's own flags (the ladder's --rung); they land in run.args."""
-    global _prog, _current
-    sys.excepthook = _uncaught
-    signal.signal(signal.SIGTERM, _terminate)
+    """extend(parser) may add a script's own flags (the ladder's --rung); they land in run.args.
+    The process hooks stay installed until run.finish() (or run.close())."""
+    path = Path(script_file).resolve()
+    stack = contextlib.ExitStack()
+    hooks = stack.enter_context(process_hooks(path.name))
     recipe, workload, variant = recipes.identify(script_file)
     overrides = getattr(recipes.script_settings(script_file), "DEFAULTS", {})
-    path = Path(script_file).resolve()
-    inside = path.is_relative_to(env.REPO_ROOT)
-    _prog = "python -m " + ".".join(path.relative_to(env.REPO_ROOT).with_suffix("").parts) if inside else path.name
-    parser = cli.script_parser(_prog, doc or "", workload, overrides)
+    if path.is_relative_to(env.REPO_ROOT):
+        hooks.prog = "python -m " + ".".join(path.relative_to(env.REPO_ROOT).with_suffix("").parts)
+    parser = cli.script_parser(hooks.prog, doc or "", workload, overrides)
     if extend is not None:
         extend(parser)
     args = parser.parse_args(argv)
-    _current = Run(recipe, workload, variant, args, overrides)  # input errors: one line, via _uncaught
-    return _current
+    run = Run(recipe, workload, variant, args, overrides, hooks.prog)  # input errors: one line, via the hook
+    hooks.run, run._hooks = run, stack
+    return run
+
+
+@dataclass
+class WarmUp:
+    steps: int
+    wall_s: float
+    first_step_s: float | None
+    step_s: float | None  # wall time per step after the first: sizes the timed stretch
 
 
 class Run:
-    def __init__(self, recipe, workload, variant, args, overrides):
-        self.recipe, self.workload, self.variant = recipe, workload, variant
+    def __init__(self, recipe, workload, variant, args, overrides, prog="harness"):
+        self.recipe, self.workload, self.variant, self.prog = recipe, workload, variant, prog
         self.args = args
         self.device, self.notices = resolve_device(args.device)
         self.smoke = args.smoke
@@ -111,6 +139,7 @@ class Run:
         pick = lambda key: getattr(args, key, None) if getattr(args, key, None) is not None else sizes.get(key)  # noqa: E731
         self.batch_size, self.steps, self.warmup = pick("batch_size"), pick("steps"), pick("warmup")
         self.profile_steps, self.image_size = pick("profile_steps"), pick("image_size")
+        self.min_time_s = pick("min_time")
         self.seed, self.data = args.seed, args.data
         self.memory_dir = Path(args.memory_dir) if args.memory_dir else None
         name = f"{workload}_{variant}"
@@ -129,12 +158,14 @@ class Run:
         self.stage = "setup"
         self._monitor = None
         self._losses = []
+        self._batch_bytes = self._output_bytes = None
         self.extra = {}  # anything a script adds to its result (a baseline's inference sweep, say)
+        self.compile_stats = None  # a script that compiles may set this (common.compiled.stats())
         self.steps_run = 0  # batches the loop has handed out so far (warm-up and profiled included)
-        self._timing = None
-        self._evidence = None
-        self._flops = None
+        self._stream = None
+        self._warm = self._timing = self._evidence = self._flops = None
         self._memory = None
+        self._hooks = None
         self._t_start = time.perf_counter()
         random.seed(self.seed)
         np.random.seed(self.seed)
@@ -162,37 +193,52 @@ class Run:
 
     def log_output(self, output: torch.Tensor) -> None:
         """Serving scripts: the batch's mean output stands in for the loss in the parity check."""
+        if self._output_bytes is None:
+            self._output_bytes = output.nelement() * output.element_size()  # what goes back to the caller
         self._losses.append(output.detach().float().mean())
 
     def loop(self, batches):
-        """Yield warmup + steps + profiled batches, timing and profiling around the script's body."""
-        it = iter(batches)
-        waits = []  # host seconds spent in next(it) per timed step: the wait for data
+        """Yield warm-up, timed, profiled and counted batches; each stage measures its own."""
+        self._stream = iter(batches)
+        fault = faults.planned(self.variant, self.workload)
+        if fault:
+            self._stream = faults.wrap(self._stream, fault, at=self.warmup)
+        self._warm = yield from self._warm_up()
+        self._timing = yield from self._timed(self._warm)
+        self._evidence = yield from self._profiled()
+        self._flops = yield from self._counted()
 
-        def next_batch(record=False):
-            self.steps_run += 1
-            with self.phase("data"):
-                if not record:
-                    return next(it)
-                t = time.perf_counter()
-                batch = next(it)
-                waits.append(time.perf_counter() - t)
-                return batch
+    # --- the stages ---------------------------------------------------------------------------
+    def _next(self):
+        self.steps_run += 1
+        with self.phase("data"):
+            return next(self._stream)
 
+    def _warm_up(self):
         self.stage = "warm-up"
         t0 = time.perf_counter()
-        first_step_s = None
+        first = None
         for i in range(self.warmup):
             with self._ranges.range(f"warmup {i}"):
-                yield next_batch()
+                yield self._next()
             if i == 0:
                 synchronize(self.device)  # untimed: the first step alone holds compilation and autotuning
-                first_step_s = time.perf_counter() - t0
+                first = time.perf_counter() - t0
         synchronize(self.device)  # note: a sync point, between warm-up and timing only
-        warmup_s = time.perf_counter() - t0
+        wall = time.perf_counter() - t0
+        per_step = (wall - first) / (self.warmup - 1) if self.warmup > 1 else None
+        return WarmUp(self.warmup, wall, first, per_step)
 
+    def _timed_steps(self, warm: WarmUp) -> int:
+        """The preset's steps, or more when they would last less than min_time_s."""
+        if not self.min_time_s or not warm.step_s:
+            return self.steps
+        return int(min(MAX_STEPS, max(self.steps, math.ceil(self.min_time_s / max(warm.step_s, 1e-6)))))
+
+    def _timed(self, warm: WarmUp):
+        n = self._timed_steps(warm)
         memory.reset_peak(self.device)
-        timer = StepTimer(self.device, self.steps)
+        timer, data = StepTimer(self.device, n), DataTimer(self.device, n)
         self.stage = "timed steps"
         self._monitor = GpuMonitor(self.device)
         if self._monitor.notice:
@@ -200,146 +246,158 @@ class Run:
         cpu0, workers0 = time.process_time(), cpu_time.children_s()
         t0 = time.perf_counter()
         with self._monitor:
-            for i in range(self.steps):
+            for i in range(n):
                 timer.start(i)
-                if i == 0:
-                    self._injected_fault()
                 self._timed_step = i
                 with self._ranges.range(f"step {i}"):
-                    yield next_batch(record=True)
+                    data.start(i)
+                    batch = self._next()
+                    data.stop(i)
+                    yield batch
                 timer.stop(i)
             self._timed_step = None
             step_ms = timer.step_ms()  # the one sync of the timed stretch, after its last step
         wall_s = time.perf_counter() - t0
         cpu_s, workers1 = time.process_time() - cpu0, cpu_time.children_s()
+        if self._batch_bytes is None:
+            self._batch_bytes = _nbytes(batch)
         self._memory = memory.peak(self.device)
         if self._phase_timer is not None and self._phase_timer.peaks:
-            # the phase timer resets the allocator's peak at every phase: the run's peak is theirs
-            self._memory["max_allocated_mb"] = max(self._memory["max_allocated_mb"], *self._phase_timer.peaks.values())
-        self._timing = {"warmup_steps": self.warmup, "warmup_s": warmup_s, "first_step_s": first_step_s,
-                        "timed_wall_s": wall_s, "step_ms": step_ms,
-                        "data_wait_share": sum(waits) / wall_s if wall_s > 0 else None,
-                        "data_wait_ms_median": sorted(waits)[len(waits) // 2] * 1000 if waits else None,
-                        "cpu_ms_per_step": cpu_s * 1000 / self.steps,
-                        "worker_cpu_ms_per_step": (workers1 - workers0) * 1000 / self.steps
-                        if workers0 is not None and workers1 is not None else None,
-                        **stats.summarize(step_ms, self.batch_size)}
+            # the phase timer resets the allocator's peaks at every phase: the run's peaks are its
+            self._memory.peak_mb = max(self._memory.peak_mb, *self._phase_timer.peaks.values())
+            self._memory.reserved_mb = max(self._memory.reserved_mb or 0.0, self._phase_timer.reserved_peak_mb)
+        host_ms, device_ms = data.host_ms(), data.device_ms()
+        total_ms = sum(step_ms)
+        timing = Timing(
+            step_ms=step_ms, summary=stats.summarize(step_ms, self.batch_size), warmup_steps=warm.steps,
+            warmup_s=warm.wall_s, first_step_s=warm.first_step_s, timed_wall_s=wall_s,
+            cpu_ms_per_step=cpu_s * 1000 / n,
+            worker_cpu_ms_per_step=(workers1 - workers0) * 1000 / n if workers0 is not None and workers1 is not None else None,
+            host_data_ms_median=float(np.median(host_ms)), host_data_share=sum(host_ms) / (wall_s * 1000) if wall_s else None,
+            # on CUDA the host's time in next() includes blocking on a full launch queue; the GPU's
+            # time between events around next() is what it really waited for data (see timing.DataTimer)
+            data_wait_share=(sum(device_ms) / total_ms if total_ms else None) if device_ms is not None
+            else (sum(host_ms) / (wall_s * 1000) if wall_s else None))
         if self._phase_timer is not None:
             per_phase = self._phase_timer.phase_ms()
-            self._timing["phase_ms"] = {p: stats.summarize(ms, self.batch_size) for p, ms in per_phase.items()}
-            self._timing["phase_peak_mb"] = self._phase_timer.peaks or None  # CUDA only
+            timing.phase_ms = {p: stats.summarize(ms, self.batch_size) for p, ms in per_phase.items()}
+            timing.phase_peak_mb = self._phase_timer.peaks or None  # CUDA only
+        return timing
 
+    def _profiled(self):
         self.stage = "profiled steps"
-        if self.profile_steps:
-            exclude = set(PHASES) | {f"step {i}" for i in range(self.profile_steps + 1)}
-            worker = f"{self.workload}_{self.variant}"
-            snapshot = self.memory_dir is not None and self.device.type == "cuda"
-            if snapshot:
-                torch.cuda.memory._record_memory_history(max_entries=100_000)  # allocations with stacks
-            with profiler(self.trace_dir, worker, self.device, self.profile_steps,
-                          with_stack=self.memory_dir is not None) as prof:
-                self._profiling = True
-                for i in range(self.profile_steps + 1):  # +1: the profiler's own warm-up step
-                    yield next_batch()
-                    prof.step()
-                self._profiling = False
-            self._evidence = {"trace": str(prof.trace_path),
-                              **trace_evidence(prof.trace_path, self.device, PHASES),
-                              "views": op_views(prof, self.device, self.profile_steps, exclude)}
-            if self.memory_dir is not None:
-                self._evidence["memory"] = memory_artifacts(prof, self.memory_dir, worker, self.device, snapshot)
+        if not self.profile_steps:
+            return None
+        worker = f"{self.workload}_{self.variant}"
+        snapshot = self.memory_dir is not None and self.device.type == "cuda"
+        if snapshot:
+            torch.cuda.memory._record_memory_history(max_entries=100_000)  # allocations with stacks
+        with profiler(self.trace_dir, worker, self.device, self.profile_steps,
+                      with_stack=self.memory_dir is not None) as prof:
+            self._profiling = True
+            for _ in range(self.profile_steps + 1):  # +1: the profiler's own warm-up step
+                yield self._next()
+                prof.step()
+            self._profiling = False
+        found = trace_evidence(prof.trace_path, self.device, PHASES)
+        found["phases"] = {p: PhaseEvidence(**v) for p, v in found["phases"].items()}
+        evidence = Evidence(trace=str(prof.trace_path), **found,
+                            views=op_views(prof, self.device, self.profile_steps, set(PHASES)),
+                            hta=hta.summarize(prof.trace_path, self.device))
+        if self.memory_dir is not None:
+            evidence.memory = memory_artifacts(prof, self.memory_dir, worker, self.device, snapshot)
+        return evidence
 
+    def _counted(self):
         self.stage = "flop count"
         counter = FlopCounterMode(display=False)
         with counter:
-            yield next_batch()
+            yield self._next()
         # a replayed CUDA graph runs no aten ops for the counter to see: no count, rather than 0
-        self._flops = counter.get_total_flops() or None
+        return counter.get_total_flops() or None
 
-    def _injected_fault(self):
-        spec = os.environ.get(FAULT_ENV, "")
-        kind, _, target = spec.partition(":")
-        variant, _, workload = target.partition(":")
-        if not spec or variant != self.variant or workload not in ("", self.workload):
-            return
-        if kind == "oom":
-            raise torch.cuda.OutOfMemoryError(f"CUDA out of memory (injected by {FAULT_ENV})")
-        raise RuntimeError(f"injected crash ({FAULT_ENV}={spec})")
+    # --- results --------------------------------------------------------------------------------
+    def _config(self) -> Config:
+        return Config(batch_size=self.batch_size, steps=self.steps, warmup=self.warmup,
+                      profile_steps=self.profile_steps, image_size=self.image_size, seed=self.seed, data=self.data,
+                      min_time_s=self.min_time_s or 0.0)
 
-    def _result(self, status: str) -> dict:
-        return {
-            "recipe": self.recipe, "workload": self.workload, "variant": self.variant, "status": status,
-            "device": self.device.type, "smoke": self.smoke,
-            "config": {"batch_size": self.batch_size, "steps": self.steps, "warmup": self.warmup,
-                       "profile_steps": self.profile_steps, "image_size": self.image_size,
-                       "seed": self.seed, "data": self.data},
-            "env": env.stamp(self.device),
-            "data_source": self.data_source,
-            "notices": self.notices,
-            "total_s": time.perf_counter() - self._t_start,
-        }
+    def _result(self, status: str) -> RunResult:
+        return RunResult(recipe=self.recipe, workload=self.workload, variant=self.variant, status=status,
+                         device=self.device.type, smoke=self.smoke, config=self._config(), env=env.stamp(self.device),
+                         data_source=self.data_source, notices=self.notices,
+                         total_s=time.perf_counter() - self._t_start)
 
     def write_oom(self, exc: BaseException) -> None:
         """Out of memory is a result: which batch size, at which stage, with the allocator's words."""
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        result = {**self._result("oom"), "oom": {"batch_size": self.batch_size, "stage": self.stage,
-                                                  "message": message[:300]}}
+        result = self._result("oom")
+        result.oom = Oom(batch_size=self.batch_size, stage=self.stage, message=message[:300])
         write_result(self.out, result)
-        print(f"{_prog}: out of memory at batch {self.batch_size} ({self.stage}): {message[:200]}", file=sys.stderr)
+        print(f"{self.prog}: out of memory at batch {self.batch_size} ({self.stage}): {message[:200]}", file=sys.stderr)
 
-    def finish_timing(self) -> dict:
+    def finish_timing(self) -> Timing:
         """The timed steps' statistics, for a script that derives numbers from them before finish()."""
         if self._timing is None:
             raise RuntimeError("run.finish_timing() before run.loop() ran to its end")
         return self._timing
 
-    def finish(self) -> dict:
+    def finish(self) -> RunResult:
         if self._timing is None:
             raise RuntimeError("run.finish() before run.loop() ran to its end")
         losses = torch.stack(self._losses).float().cpu().tolist() if self._losses else []
         gpu = self._monitor.summary() if self._monitor else {"available": False, "warnings": []}
-        result = {
-            **self._result("ok"),
-            "timing": self._timing,
-            "memory": self._memory,
-            "evidence": self._evidence,
-            "flops_per_step": self._flops,
-            "gpu_monitor": gpu,
-            "warnings": gpu["warnings"],
-            "losses": losses,
-            "extra": self.extra,
-        }
+        result = self._result("ok")
+        result.timing, result.memory, result.evidence = self._timing, self._memory, self._evidence
+        result.flops_per_step, result.gpu_monitor, result.warnings = self._flops, gpu, gpu["warnings"]
+        result.losses, result.extra, result.compile = losses, self.extra, self.compile_stats
+        if self._output_bytes is not None:  # serving: requests in, answers out
+            result.bytes_per_step = (self._batch_bytes or 0) + self._output_bytes
         write_result(self.out, result)
         print(summary(result, self.out))
+        self.close()
         return result
 
+    def close(self) -> None:
+        """Restore the process hooks start() installed."""
+        if self._hooks is not None:
+            self._hooks.close()
+            self._hooks = None
 
-def summary(r: dict, out: Path) -> str:
-    t, m, ev, cfg = r["timing"], r["memory"], r["evidence"] or {}, r["config"]
-    src = r["data_source"] or {}
-    size = f", image {cfg['image_size']}px" if cfg.get("image_size") else ""
+
+def _nbytes(batch) -> int:
+    tensors = batch if isinstance(batch, (tuple, list)) else (batch,)
+    return sum(t.nelement() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+def summary(r: RunResult, out: Path) -> str:
+    t, s, m, ev, cfg = r.timing, r.timing.summary, r.memory, r.evidence, r.config
+    src = r.data_source or {}
+    size = f", image {cfg.image_size}px" if cfg.image_size else ""
     fmt = lambda v, spec: "n/a" if v is None else format(v, spec)  # noqa: E731
-    mem = (f"{m['max_allocated_mb']:.0f} MB allocated ({m['max_reserved_mb']:.0f} MB reserved)"
-           if "max_allocated_mb" in m else f"{m['peak_rss_mb']:.0f} MB peak RSS (CPU, whole process)")
+    mem = (f"{m.peak_mb:.0f} MB allocated ({m.reserved_mb:.0f} MB reserved)" if m.kind == "cuda_allocator"
+           else f"{m.peak_mb:.0f} MB peak RSS (CPU, whole process)")
+    longer = f" (more than the preset's {cfg.steps}: at least {cfg.min_time_s:g} s of steps)" if s.n > cfg.steps else ""
     lines = [
-        f"{r['recipe']}/{r['workload']} {r['variant']} on {env.describe_device(r['env'])}",
+        f"{r.recipe}/{r.workload} {r.variant} on {env.describe_device(r.env)}",
         f"  data       {src.get('kind', '?')}{' - ' + src['note'] if src.get('note') else ''}",
-        f"  setup      batch {cfg['batch_size']}{size}, {t['n']} timed steps after {t['warmup_steps']} warm-up "
-        f"steps ({t['warmup_s']:.2f} s; the first step alone {fmt(t.get('first_step_s'), '.2f')} s, compile included)",
-        f"  step time  median {t['median_ms']:.3f} ms  p95 {t['p95_ms']:.3f}  p99 {t['p99_ms']:.3f}  "
-        f"cv {t['cv']:.1%}{'  NOISY' if stats.is_noisy(t) else ''}",
-        f"  throughput {t['throughput_per_s']:.1f} samples/s",
-        f"  host       waiting for data {fmt(t.get('data_wait_share'), '.1%')} of the timed wall time; CPU "
-        f"{fmt(t.get('cpu_ms_per_step'), '.2f')} ms/step in this process, {fmt(t.get('worker_cpu_ms_per_step'), '.2f')} "
-        "in its workers",
+        f"  setup      batch {cfg.batch_size}{size}, {s.n} timed steps{longer} after {t.warmup_steps} warm-up "
+        f"steps ({t.warmup_s:.2f} s; the first step alone {fmt(t.first_step_s, '.2f')} s, compile included)",
+        f"  step time  median {s.median_ms:.3f} ms  p95 {s.p95_ms:.3f}  p99 {s.p99_ms:.3f}  "
+        f"cv {s.cv:.1%}{'  NOISY' if stats.is_noisy(s.cv) else ''}",
+        f"  throughput {s.throughput_per_s:.1f} samples/s",
+        f"  host       waiting for data {fmt(t.data_wait_share, '.1%')} of the step time (host time in next(): "
+        f"{fmt(t.host_data_share, '.1%')}); CPU {t.cpu_ms_per_step:.2f} ms/step in this process, "
+        f"{fmt(t.worker_cpu_ms_per_step, '.2f')} in its workers",
         f"  memory     {mem}",
     ]
-    if r.get("flops_per_step") is not None:
-        lines.append(f"  compute    {r['flops_per_step'] / 1e9:.3f} GFLOP per step (FlopCounterMode)")
+    if r.flops_per_step is not None:
+        lines.append(f"  compute    {r.flops_per_step / 1e9:.3f} GFLOP per step (FlopCounterMode), "
+                     f"{r.flops_per_step / s.median_ms / 1e9:.2f} TFLOP/s at the median step")
     if ev:
-        lines.append(f"  evidence   syncs/step {ev['syncs_per_step']:.1f}  kernels/step {fmt(ev['kernels_per_step'], '.0f')}"
-                     f"  ops/step {ev['ops_per_step']:.0f}  GPU idle {fmt(ev['gpu_idle_share'], '.0%')}")
-        lines.append(f"  trace      {ev['trace']}")
-    lines += [f"  result     {out}"] + [f"  notice     {n}" for n in r["notices"]]
-    lines += [f"  WARNING    {w}" for w in r["warnings"]]
+        lines.append(f"  evidence   syncs/step {ev.syncs_per_step:.1f}  kernels/step {fmt(ev.kernels_per_step, '.0f')}"
+                     f"  ops/step {ev.ops_per_step:.0f}  GPU idle {fmt(ev.gpu_idle_share, '.0%')}")
+        lines.append(f"  trace      {ev.trace}")
+    lines += [f"  result     {out}"] + [f"  notice     {n}" for n in r.notices]
+    lines += [f"  WARNING    {w}" for w in r.warnings]
     return "\n".join(lines)

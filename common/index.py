@@ -5,13 +5,14 @@ runs them all. `python -m common.index` re-renders it from the saved results.
 Every number comes from reports/results/<recipe>/comparison.json; nothing is typed in by hand.
 """
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from common import env, mechanism, memory, plotting, recipes
-from common.presets import WORKLOADS
+from common import env, metrics, plotting, recipes
 from common.errors import CookbookError, exit_with
+from common.presets import WORKLOADS
 from common.report import verdict
-from common.results import atomic_write_bytes, atomic_write_text, read_result
+from common.results import Comparison, LadderSummary, atomic_write_bytes, atomic_write_text, read_result
 
 HEADER = """# Reports
 
@@ -23,79 +24,85 @@ tracked.
 """
 
 
+@dataclass
+class Row:
+    recipe: str
+    workload: str = "?"
+    device: str = "?"
+    date: str = "?"
+    smoke: bool = False
+    speedup: object = None  # results.Speedup
+    result: str = "failed"
+    memory: str = ""
+    mechanism: str = ""
+    parity: str = ""
+
+    @property
+    def cpu(self) -> bool:
+        return self.device.startswith("CPU")
+
+
 def latest(reports_dir: Path) -> dict:
-    """recipe -> its latest comparison, for every recipe that has one."""
+    """recipe -> its latest comparison (or the one-line reason it cannot be read)."""
     found = {}
     for recipe in recipes.available():
         path = Path(reports_dir) / "results" / recipe / "comparison.json"
         if path.exists():
-            found[recipe] = read_result(path)
+            try:
+                found[recipe] = read_result(path, Comparison, f"make recipe-{recipe}")
+            except (CookbookError, TypeError, KeyError) as e:
+                found[recipe] = f"unreadable results: re-run make recipe-{recipe} ({str(e).split(':')[0] if str(e) else 'old format'})"
     return found
 
 
-def _device(entry) -> str:
-    v = entry.get("slow") or entry.get("fast") or {}
-    e = v.get("env")
-    if not e:
-        return "?"
-    return e["gpu_name"] if e["device_type"] == "cuda" else f"CPU ({e['cpu']})"
+def device_name(e) -> str:
+    return "?" if e is None else e.gpu_name if e.device_type == "cuda" else f"CPU ({e.cpu})"
 
 
-def _date(entry) -> str:
-    v = entry.get("slow") or entry.get("fast") or {}
-    return (v.get("env") or {}).get("date", "?")[:10]
-
-
-def rows(comparisons: dict) -> list[dict]:
+def rows(comparisons: dict) -> list[Row]:
     out = []
     for recipe, c in comparisons.items():
-        try:
-            out += _recipe_rows(recipe, c)
-        except (KeyError, TypeError, ZeroDivisionError):  # a results file from an older version
-            out.append({"recipe": recipe, "workload": "?", "device": "?", "date": "?", "smoke": False, "speedup": None,
-                        "significant": False, "result": f"unreadable results: re-run make recipe-{recipe}",
-                        "memory": "", "mechanism": "", "parity": ""})
-    return out
-
-
-def _recipe_rows(recipe, c) -> list[dict]:
-    out = []
-    keys = c.get("evidence_keys", [])
-    for workload, entry in c["workloads"].items():
-        row = {"recipe": recipe, "workload": workload, "device": _device(entry), "date": _date(entry),
-               "smoke": c.get("smoke", False), "speedup": None, "significant": False,
-               "result": "failed", "memory": "", "mechanism": "", "parity": ""}
-        slow, fast = entry.get("slow"), entry.get("fast")
-        ooms = [v for v in ("slow", "fast") if entry.get(v, {}).get("status") == "oom"]
-        if ooms:
-            row["result"] = " and ".join(ooms) + " ran out of memory"
-        if "speedup" in entry:
-            row.update(speedup=entry["speedup"], significant=entry["significant"], result=verdict(entry),
-                       parity="ok" if entry["parity"]["ok"] else "FAILED")
-            a, b = memory.headline_mb(slow["memory"]), memory.headline_mb(fast["memory"])
-            row["memory"] = f"{(b / a - 1) * 100:+.0f}%" if a else "n/a"
-            cpu = slow["env"]["device_type"] != "cuda"
-            key = next((k for k in keys if mechanism.value(k, slow) is not None), None)
-            if key:
-                row["mechanism"] = (f"{mechanism.label(key, cpu)}: {mechanism.formatted(key, slow)} -> "
-                                    f"{mechanism.formatted(key, fast)}")
-        out.append(row)
+        if isinstance(c, str):
+            out.append(Row(recipe=recipe, result=c))
+            continue
+        for workload, entry in c.workloads.items():
+            v = entry.slow or entry.fast
+            row = Row(recipe=recipe, workload=workload, device=device_name(v.env if v else None),
+                      date=v.env.date[:10] if v else "?", smoke=c.smoke)
+            ooms = [name for name in ("slow", "fast") if getattr(entry, name) and getattr(entry, name).status == "oom"]
+            if ooms:
+                row.result = " and ".join(ooms) + " ran out of memory"
+            if entry.speedup:
+                slow, fast = entry.slow, entry.fast
+                row.speedup, row.result = entry.speedup, verdict(entry)
+                row.parity = "ok" if entry.parity.ok else "FAILED"
+                a, b = slow.memory.peak_mb, fast.memory.peak_mb
+                row.memory = f"{(b / a - 1) * 100:+.0f}%" if a else "n/a"
+                key = next((k for k in c.evidence_keys if metrics.get(k).value(slow) is not None), None)
+                if key:
+                    m = metrics.get(key)
+                    row.mechanism = f"{m.title(slow.env.device_type != 'cuda')}: {m.text(slow)} -> {m.text(fast)}"
+            out.append(row)
     return out
 
 
 def _plot(table) -> bytes:
     plt = plotting.pyplot()
 
-    shown = [r for r in table if r["speedup"]]
+    shown = [r for r in table if r.speedup]
     fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(shown) + 1.4))
-    labels = [f"{r['recipe']} / {r['workload']}" + (" (CPU)" if r["device"].startswith("CPU") else "") for r in shown]
-    colors = ["#2a7ab9" if r["significant"] and r["speedup"] >= 1 else "#c0504d" if r["significant"] else "#a0a0a0"
-              for r in shown]
-    ax.barh(labels[::-1], [r["speedup"] for r in shown][::-1], color=colors[::-1])
+    labels = [f"{r.recipe} / {r.workload}" + (" (CPU)" if r.cpu else "") for r in shown][::-1]
+    colors = {"faster": "#2a7ab9", "slower": "#c0504d"}
+    for y, r in enumerate(shown[::-1]):
+        s = r.speedup
+        ax.barh([y], [s.ratio], color=colors.get(s.verdict, "#a0a0a0"))
+        if s.low is not None:
+            ax.errorbar([s.ratio], [y], xerr=[[s.ratio - s.low], [s.high - s.ratio]], color="black", capsize=3, lw=0.8)
+    ax.set_yticks(range(len(labels)), labels)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
-    ax.set_xlabel("speedup of the fast twin (median step time; grey: not significant)")
-    fig.suptitle("Every recipe, slow vs fast: " + ", ".join(sorted({r["device"] for r in shown})), fontsize=9)
+    ax.set_xlabel("speedup of the fast twin with its 95% interval over processes (grey: no difference shown)")
+    fig.suptitle("Every recipe, slow vs fast: " + ", ".join(sorted({r.device for r in shown})), fontsize=9)
     fig.tight_layout()
     return plotting.png(fig)
 
@@ -112,11 +119,11 @@ def _beyond_recipes(reports_dir: Path) -> list[str]:
         path = reports_dir / "results" / "ladder" / f"{w}.json"
         if (reports_dir / f"ladder_{w}.md").exists() and path.exists():
             try:
-                rungs = [r for r in read_result(path)["rungs"] if r["status"] == "ok"]
+                rungs = [r for r in read_result(path, LadderSummary, "make ladder").rungs if r.status == "ok"]
                 last = rungs[-1]
-                head = (f"{len(rungs)} rungs; the last ({last['name']}) {last['stats']['throughput_per_s']:,.0f} samples/s, "
-                        f"{last.get('cumulative', 0):.1f}x the naive pipeline on {_device({'slow': last})}")
-            except (KeyError, IndexError, TypeError):
+                head = (f"{len(rungs)} rungs; the last ({last.name}) {last.aggregate.throughput_per_s:,.0f} samples/s, "
+                        f"{last.cumulative or 0:.1f}x the naive pipeline on {device_name(last.aggregate.env)}")
+            except (CookbookError, IndexError, TypeError, KeyError):
                 head = "unreadable results: re-run make ladder"
             out.append(f"- [Ladder: {w}](ladder_{w}.md): {head}")
     return (["## Baselines and ladders", ""] + out + [""]) if out else []
@@ -132,17 +139,17 @@ def render(reports_dir: Path) -> list[Path]:
         lines += ["| recipe | workload | speedup | memory | mechanism (slow -> fast) | parity | device | date |",
                   "|---|---|---:|---:|---|---|---|---|"]
         for r in table:
-            device = r["device"] + (", smoke" if r["smoke"] else "")
-            lines.append(f"| [{r['recipe']}]({r['recipe']}.md) | {r['workload']} | {r['result']} | {r['memory']} | "
-                         f"{r['mechanism']} | {r['parity']} | {device} | {r['date']} |")
+            device = r.device + (", smoke" if r.smoke else "")
+            lines.append(f"| [{r.recipe}]({r.recipe}.md) | {r.workload} | {r.result} | {r.memory} | "
+                         f"{r.mechanism} | {r.parity} | {device} | {r.date} |")
         lines.append("")
-        if any(r["speedup"] for r in table):
+        if any(r.speedup for r in table):
             lines += ["![speedup of every recipe](overview.png)", ""]
-        if any(r["device"].startswith("CPU") for r in table):
+        if any(r.cpu for r in table):
             lines += ["Rows marked CPU are CPU runs: they check the pipeline, they are not GPU results.", ""]
     lines += _beyond_recipes(reports_dir)
     written = []
-    if any(r["speedup"] for r in table):
+    if any(r.speedup for r in table):
         atomic_write_bytes(reports_dir / "overview.png", _plot(table))
         written.append(reports_dir / "overview.png")
     atomic_write_text(reports_dir / "README.md", "\n".join(lines))

@@ -4,25 +4,23 @@ import sys
 
 import torch
 
+from common.results import Memory
+
 
 def reset_peak(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def peak(device: torch.device) -> dict:
+def peak(device: torch.device) -> Memory:
     if device.type == "cuda":
-        return {
-            "kind": "cuda_allocator",
-            "max_allocated_mb": torch.cuda.max_memory_allocated(device) / 2**20,
-            "max_reserved_mb": torch.cuda.max_memory_reserved(device) / 2**20,
-        }
+        return Memory(kind="cuda_allocator", peak_mb=torch.cuda.max_memory_allocated(device) / 2**20,
+                      reserved_mb=torch.cuda.max_memory_reserved(device) / 2**20)
     # ru_maxrss is KiB on Linux, bytes on macOS; it covers the whole process life (no reset)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     scale = 1 if sys.platform == "darwin" else 1024
-    return {"kind": "cpu_peak_rss", "peak_rss_mb": rss * scale / 2**20}
+    return Memory(kind="cpu_peak_rss", peak_mb=rss * scale / 2**20)
 
 
-def headline_mb(mem: dict) -> float:
-    """The one number a report compares: max allocated on CUDA, peak RSS on CPU."""
-    return mem.get("max_allocated_mb", mem.get("peak_rss_mb", 0.0))
+def label(mem: Memory) -> str:
+    return "peak MB (allocated)" if mem.kind == "cuda_allocator" else "peak MB (CPU RSS)"

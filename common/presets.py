@@ -1,15 +1,19 @@
-"""Default sizes per workload and mode: full size on CUDA, small on CPU, tiny with --smoke."""
+"""Default sizes per workload and mode: full size on CUDA, small on CPU, tiny with --smoke.
+
+min_time: a run times at least this many seconds of steps (more steps than `steps` when the steps
+are short), so that a 0.3 ms step is not judged from 0.1 s of data."""
 
 PRESETS = {
     "churn": {
-        "cuda": {"batch_size": 64, "steps": 300, "warmup": 30, "profile_steps": 5},
-        "cpu": {"batch_size": 64, "steps": 300, "warmup": 20, "profile_steps": 3},
-        "smoke": {"batch_size": 32, "steps": 6, "warmup": 2, "profile_steps": 2},
+        "cuda": {"batch_size": 64, "steps": 300, "warmup": 30, "profile_steps": 5, "min_time": 2.0},
+        "cpu": {"batch_size": 64, "steps": 300, "warmup": 20, "profile_steps": 3, "min_time": 2.0},
+        "smoke": {"batch_size": 32, "steps": 6, "warmup": 2, "profile_steps": 2, "min_time": 0.0},
     },
     "resnet18": {
-        "cuda": {"batch_size": 32, "steps": 100, "warmup": 15, "profile_steps": 5, "image_size": 224},
-        "cpu": {"batch_size": 8, "steps": 24, "warmup": 3, "profile_steps": 2, "image_size": 112},
-        "smoke": {"batch_size": 4, "steps": 3, "warmup": 1, "profile_steps": 1, "image_size": 64},
+        "cuda": {"batch_size": 32, "steps": 100, "warmup": 15, "profile_steps": 5, "image_size": 224,
+                 "min_time": 2.0},
+        "cpu": {"batch_size": 8, "steps": 24, "warmup": 3, "profile_steps": 2, "image_size": 112, "min_time": 2.0},
+        "smoke": {"batch_size": 4, "steps": 3, "warmup": 1, "profile_steps": 1, "image_size": 64, "min_time": 0.0},
     },
 }
 WORKLOADS = tuple(PRESETS)

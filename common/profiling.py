@@ -45,6 +45,8 @@ def profiler(trace_dir: Path, worker: str, device: torch.device, active_steps: i
         profile_memory=True,
         with_stack=with_stack,  # the memory timeline needs it; it slows profiling, so only then
     ) as prof:
+        # HolisticTraceAnalysis reads a trace per rank; without this it warns and guesses rank 0
+        prof.add_metadata_json("distributedInfo", json.dumps({"rank": 0, "world_size": 1}))
         yield prof
     prof.trace_path = final
 
@@ -160,32 +162,91 @@ def phase_evidence(events, n: int, phases, cuda: bool) -> dict:
     return out
 
 
+def _union(intervals) -> list[tuple[float, float]]:
+    """Sorted, disjoint intervals covering the same time."""
+    out = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def _gaps(busy, start, end) -> list[tuple[float, float]]:
+    """The stretches of [start, end] that the union `busy` leaves uncovered."""
+    out, t = [], start
+    for s, e in busy:
+        if s > t:
+            out.append((t, min(s, end)))
+        t = max(t, e)
+    if t < end:
+        out.append((t, end))
+    return [(s, e) for s, e in out if e > s]
+
+
+def _overlap(a, b) -> float:
+    """Total length where two unions overlap."""
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0.0, hi - lo)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _per_step_ms(intervals, n) -> float:
+    return _union_length(intervals) / 1000 / n
+
+
 def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
-    """Counts per step from the exported Chrome trace."""
+    """Counts and times per step from the exported Chrome trace (the fields of results.Evidence)."""
     events = [e for e in json.loads(Path(trace_path).read_text())["traceEvents"] if e.get("ph") == "X"]
     steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
     n = max(len(steps), 1)
     count = lambda cat, names=None: sum(  # noqa: E731
         1 for e in events if e.get("cat") == cat and (names is None or e.get("name") in names))
-    sync_ops = {name: count("cpu_op", {name}) / n for name in SYNC_OPS}
+    span = lambda es: [(e["ts"], e["ts"] + e.get("dur", 0)) for e in es]  # noqa: E731
+    sync_ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") in SYNC_OPS]
     out = {
         "profiled_steps": len(steps),
         "ops_per_step": count("cpu_op") / n,
-        "sync_ops_per_step": sync_ops,
+        "sync_ops_per_step": {name: count("cpu_op", {name}) / n for name in SYNC_OPS},
         "phases": phase_evidence(events, n, phases, device.type == "cuda"),
+        "sync_apis_per_step": None, "memcpy_per_step": None, "gpu_busy_ms_per_step": None, "launch_ms_per_step": None,
+        "idle_host_busy_ms_per_step": None,
     }
+    out["profiled_step_ms"] = sum(e.get("dur", 0) for e in steps) / 1000 / n if steps else None
     if device.type == "cuda":
-        sync_apis = {name: count("cuda_runtime", {name}) / n for name in SYNC_APIS}
-        gpu = [(e["ts"], e["ts"] + e.get("dur", 0)) for e in events if e.get("cat") in GPU_CATS]
+        sync_calls = [e for e in events if e.get("cat") == "cuda_runtime" and e.get("name") in SYNC_APIS]
+        gpu = span(e for e in events if e.get("cat") in GPU_CATS)
         start = min(e["ts"] for e in steps) if steps else min((s for s, _ in gpu), default=0)
         end = max([e["ts"] + e.get("dur", 0) for e in steps] + [t for _, t in gpu] or [start])
-        span = max(end - start, 1e-9)
+        whole = max(end - start, 1e-9)
+        # launch overhead: the GPU idle while the host is busy with ops (launching), not waiting for
+        # data or blocked in a sync; on the thread that runs the steps
+        main = {e.get("tid") for e in steps}
+        not_busy = _union(span([e for e in events if e.get("cat") == "user_annotation" and e.get("name") == "data"]
+                               + sync_calls + sync_ops))
+        host_ops = _union(span(e for e in events if e.get("cat") == "cpu_op" and e.get("tid") in main))
+        host_busy = _gaps(not_busy, start, end)  # outside data and syncs ...
+        host_busy = _union((max(a, c), min(b, d)) for a, b in host_busy for c, d in host_ops if min(b, d) > max(a, c))
+        idle = _gaps(_union(gpu), start, end)
         out.update(
-            syncs_per_step=sum(sync_apis.values()),
-            sync_apis_per_step=sync_apis,
+            syncs_per_step=len(sync_calls) / n,
+            sync_apis_per_step={name: count("cuda_runtime", {name}) / n for name in SYNC_APIS},
+            # the host blocked: sync calls and the scalar reads that contain them, counted once
+            sync_ms_per_step=_per_step_ms(span(sync_calls + sync_ops), n),
             kernels_per_step=count("kernel") / n,
             memcpy_per_step=count("gpu_memcpy") / n,
-            gpu_idle_share=max(0.0, 1.0 - _union_length(gpu) / span),
+            gpu_idle_share=max(0.0, 1.0 - _union_length(gpu) / whole),
+            gpu_busy_ms_per_step=_union_length(gpu) / 1000 / n,
+            idle_host_busy_ms_per_step=_overlap(idle, host_busy) / 1000 / n,
+            launch_ms_per_step=_per_step_ms(span(e for e in events if e.get("cat") == "cuda_runtime"
+                                                 and "Launch" in str(e.get("name", ""))), n),
         )
     else:
         # no CUDA runtime on CPU: count the ops that would block the host on a GPU, except where
@@ -194,7 +255,9 @@ def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
                     and (str(e.get("name", "")).startswith("Optimizer.step") or e.get("name") == "data")]
         reads = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::_local_scalar_dense"
                  and not any(_inside(e, r) for r in cpu_side)]
-        out.update(syncs_per_step=len(reads) / n, kernels_per_step=None, gpu_idle_share=None)
+        # on a CPU nothing runs ahead of the host, so a read costs only its own few microseconds
+        out.update(syncs_per_step=len(reads) / n, sync_ms_per_step=_per_step_ms(span(reads), n),
+                   kernels_per_step=None, gpu_idle_share=None)
     return out
 
 

@@ -1,15 +1,28 @@
-"""One JSON file per run, versioned and written atomically (temp file + rename)."""
+"""Typed results: one JSON file per run, versioned and written atomically (temp file + rename).
+
+A run writes a `RunResult`; the runners aggregate a variant's processes into a `VariantAggregate`;
+`make recipe-<name>` writes a `Comparison`, `make ladder` a `LadderSummary`. Each is a dataclass
+with `to_json()` and `from_json()`, tied to SCHEMA_VERSION: a file of another version is one line
+that says which file, which version and what to re-run, never a KeyError deep in a report.
+"""
+from __future__ import annotations
+
 import contextlib
+import dataclasses
 import json
 import os
 import tempfile
+import types
+import typing
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.errors import CookbookError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3  # 1: plain dicts; 2: never released; 3: these dataclasses, statistics over processes
 
 
+# --- atomic files ------------------------------------------------------------------------------
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write data so that readers see either the old file or the whole new one, never a part."""
     path = Path(path)
@@ -34,19 +47,324 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def write_result(path: Path, result: dict) -> None:
-    result = {"schema_version": SCHEMA_VERSION, **result}
-    atomic_write_text(path, json.dumps(result, indent=1, sort_keys=False) + "\n")
+# --- dataclasses <-> JSON ----------------------------------------------------------------------
+class Record:
+    """Base of every result dataclass: to_json() / from_json() through the type hints."""
+
+    def to_json(self) -> dict:
+        return _encode(self)
+
+    @classmethod
+    def from_json(cls, data: dict):
+        return _decode(cls, data)
 
 
-def read_result(path: Path) -> dict:
+def _encode(value):
+    if dataclasses.is_dataclass(value):
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _decode(tp, value):
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _decode(inner[0], value) if len(inner) == 1 else value
+    if origin is list:
+        (item,) = typing.get_args(tp) or (typing.Any,)
+        return [_decode(item, v) for v in value]
+    if origin is tuple:
+        return tuple(value)
+    if origin is dict:
+        _, item = typing.get_args(tp) or (str, typing.Any)
+        return {k: _decode(item, v) for k, v in value.items()}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        return tp(**{k: _decode(hints[k], v) for k, v in value.items() if k in names})
+    return value
+
+
+def write_result(path: Path, record: Record) -> None:
+    data = {"schema_version": SCHEMA_VERSION, "type": type(record).__name__, **record.to_json()}
+    atomic_write_text(path, json.dumps(data, indent=1) + "\n")
+
+
+def read_json(path: Path) -> dict:
     try:
-        result = json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise CookbookError(f"cannot read result {path}: {e}") from None
-    if result.get("schema_version") != SCHEMA_VERSION:
-        raise CookbookError(
-            f"{path} has schema_version {result.get('schema_version')!r}, expected {SCHEMA_VERSION}; re-run the recipe"
-        )
-    return result
 
+
+def read_result(path: Path, cls, rerun: str = "make recipe-<name>"):
+    """The record in `path`, or one line naming the file, its schema and the command to re-run."""
+    data = read_json(path)
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise CookbookError(f"{path} has schema_version {version!r}, this code reads {SCHEMA_VERSION}: "
+                            f"re-run `{rerun}` to write it again")
+    return cls.from_json(data)
+
+
+# --- a run ---------------------------------------------------------------------------------------
+@dataclass
+class Summary(Record):
+    """Statistics of step times in ms: the median first, with its spread, never the mean alone."""
+    n: int
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    cv: float
+    p95_ms: float
+    p99_ms: float
+    min_ms: float
+    max_ms: float
+    throughput_per_s: float
+
+
+@dataclass
+class Config(Record):
+    batch_size: int
+    steps: int
+    warmup: int
+    profile_steps: int
+    image_size: int | None
+    seed: int
+    data: str | None
+    min_time_s: float = 0.0  # steps were added until the timed stretch lasted this long
+
+
+@dataclass
+class Stamp(Record):
+    """The environment every result carries."""
+    device_type: str
+    gpu_name: str | None
+    gpu_memory_gb: float | None
+    driver: str | None
+    cuda: str | None
+    cudnn: int | None
+    tf32_matmul: bool
+    tf32_cudnn: bool
+    cudnn_benchmark: bool
+    float32_matmul_precision: str
+    torch: str
+    torchvision: str | None
+    python: str
+    cpu: str
+    cpu_count: int | None
+    cpu_set: list[int]
+    torch_threads: int
+    date: str
+    git_commit: str
+
+
+@dataclass
+class Timing(Record):
+    step_ms: list[float]
+    summary: Summary
+    warmup_steps: int
+    warmup_s: float
+    first_step_s: float | None
+    timed_wall_s: float
+    cpu_ms_per_step: float
+    worker_cpu_ms_per_step: float | None
+    host_data_ms_median: float | None  # host time inside next(batches), per step
+    host_data_share: float | None  # ... as a share of the timed wall time
+    data_wait_share: float | None  # the device starved for data (CUDA: GPU time in the data phase; CPU: = host)
+    phase_ms: dict[str, Summary] | None = None
+    phase_peak_mb: dict[str, float] | None = None
+
+
+@dataclass
+class Memory(Record):
+    kind: str  # "cuda_allocator" or "cpu_peak_rss"
+    peak_mb: float  # max allocated on CUDA, the process's peak RSS on CPU: the one number compared
+    reserved_mb: float | None = None
+
+
+@dataclass
+class PhaseEvidence(Record):
+    host_ms: float
+    ops: float
+    kernels: float | None
+    kernel_ms: float | None
+
+
+@dataclass
+class Evidence(Record):
+    """What the profiler saw over the profiled steps, per step."""
+    trace: str
+    profiled_steps: int
+    ops_per_step: float
+    syncs_per_step: float
+    sync_ops_per_step: dict[str, float]
+    sync_ms_per_step: float | None  # host time blocked in sync calls
+    kernels_per_step: float | None
+    gpu_idle_share: float | None
+    gpu_busy_ms_per_step: float | None
+    launch_ms_per_step: float | None  # host time in CUDA launch calls
+    idle_host_busy_ms_per_step: float | None  # GPU idle while the host runs ops (not data, not a sync)
+    profiled_step_ms: float | None  # a profiled step's length (the profiler slows steps a little)
+    sync_apis_per_step: dict[str, float] | None
+    memcpy_per_step: float | None
+    phases: dict[str, PhaseEvidence]
+    views: dict  # the seed's four op tables and the time per kind of op
+    memory: dict | None = None  # memory timeline / snapshot paths
+    hta: dict | None = None  # HolisticTraceAnalysis's reading of the same trace
+
+
+@dataclass
+class Oom(Record):
+    batch_size: int
+    stage: str
+    message: str
+
+
+@dataclass
+class RunResult(Record):
+    recipe: str
+    workload: str
+    variant: str
+    status: str  # "ok" or "oom"
+    device: str
+    smoke: bool
+    config: Config
+    env: Stamp
+    data_source: dict | None
+    notices: list[str]
+    total_s: float
+    timing: Timing | None = None
+    memory: Memory | None = None
+    evidence: Evidence | None = None
+    flops_per_step: float | None = None
+    bytes_per_step: float | None = None  # serving: request + answer bytes moved per step
+    compile: dict | None = None  # torch.compile: graphs, graph breaks, recompiles
+    gpu_monitor: dict | None = None
+    warnings: list[str] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+    oom: Oom | None = None
+
+
+# --- a variant over processes, a comparison, a ladder ------------------------------------------------
+@dataclass
+class VariantAggregate(Record):
+    """One variant over its processes. The process is the unit: its figure is the median of the
+    per-process medians; the pooled steps only give the tail (p95, p99)."""
+    status: str  # "ok" or "oom"
+    config: Config
+    env: Stamp
+    data_source: dict | None
+    notices: list[str]
+    warnings: list[str]
+    oom: Oom | None = None
+    process_medians_ms: list[float] = field(default_factory=list)
+    median_ms: float | None = None
+    between_cv: float | None = None  # spread of the per-process medians
+    within_cv: float | None = None  # median of the per-process CVs
+    pooled: Summary | None = None
+    throughput_per_s: float | None = None
+    warmup_s: list[float] = field(default_factory=list)
+    host: dict[str, float | None] = field(default_factory=dict)
+    memory: Memory | None = None
+    evidence: Evidence | None = None
+    flops_per_step: float | None = None
+    bytes_per_step: float | None = None
+    compile: dict | None = None
+    gpu_monitor: dict | None = None
+    ceiling: dict | None = None  # the device's measured matmul ceilings (TFLOP/s), for MFU
+
+
+@dataclass
+class Speedup(Record):
+    """slow median / fast median over processes, with a 95% interval over processes."""
+    ratio: float
+    low: float | None
+    high: float | None
+    method: str
+    processes: list[int]  # slow, fast
+    verdict: str  # "faster", "slower", "no meaningful difference", "undecided"
+    floor: float
+
+
+@dataclass
+class Parity(Record):
+    ok: bool
+    what: str
+    rtol: float
+    why: str | None = None
+    early_max_rel: float | None = None
+    early_steps: int = 0
+    early_rtol: float = 0.0
+    max_rel: float | None = None
+    at_step: int = 0
+    window: int = 0
+    steps: int = 0
+    finite: bool = True
+    windows_compared: bool = True
+
+
+@dataclass
+class Failure(Record):
+    what: str  # "churn fast", "rung 3"
+    round: int
+    returncode: int
+    log: str
+    tail: list[str]
+    seconds: float
+
+
+@dataclass
+class WorkloadComparison(Record):
+    slow: VariantAggregate | None = None
+    fast: VariantAggregate | None = None
+    speedup: Speedup | None = None
+    parity: Parity | None = None
+    rounds_reason: str = ""
+
+
+@dataclass
+class Comparison(Record):
+    recipe: str
+    title: str
+    evidence_keys: list[str]
+    smoke: bool
+    device: str
+    command: str
+    results_dir: str
+    workloads: dict[str, WorkloadComparison]
+    failures: list[Failure]
+    rounds: dict = field(default_factory=dict)  # how many processes and why (min, max, floor)
+
+
+@dataclass
+class Rung(Record):
+    index: int
+    id: str
+    name: str
+    adds: str
+    status: str  # "ok", "oom", "failed"
+    aggregate: VariantAggregate | None = None
+    cumulative: float | None = None  # throughput against rung 0
+    incremental: Speedup | None = None  # against the rung below
+    parity: Parity | None = None
+
+
+@dataclass
+class LadderSummary(Record):
+    workload: str
+    what: str
+    mode: str
+    command: str
+    rungs: list[Rung]
+    failures: list[Failure]
+    rounds: dict = field(default_factory=dict)

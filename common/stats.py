@@ -1,8 +1,25 @@
-"""Step-time statistics: the median first, with its spread, never the mean alone."""
+"""Statistics: step times within a process, and speedups over processes.
+
+Within a process, steps are not independent samples (they share a placement, clocks, a heap, a
+compiled graph), so they describe that process only: median, p95, p99, CV. The process is the unit
+of replication (pyperf's worker processes; Kalibera and Jones, "Rigorous Benchmarking in Reasonable
+Time", 2013: variance lives at the level of invocations). A variant's figure is the median of its
+per-process medians; a speedup is the ratio of two such figures with a 95% interval over processes.
+
+The interval is a Welch t-interval on the log of the per-process medians (log, because a speedup
+is a ratio and run-to-run noise is multiplicative). With the 3-10 processes a comparison affords,
+a bootstrap over processes cannot be trusted: resampling 3 values gives at most 10 distinct
+medians, and its percentile interval never reaches beyond the observed extremes, so it is too
+narrow exactly when there is least data (tests/test_stats.py measures both).
+"""
 import math
-from statistics import fmean, median, pstdev
+from statistics import fmean, median, pstdev, stdev
+
+from common.results import Speedup, Summary
 
 NOISY_CV = 0.10  # a coefficient of variation above 10% makes a measurement "noisy"
+FLOOR = 0.03  # an interval inside +-3% is "no meaningful difference"
+METHOD = "Welch t-interval on log per-process medians, 95%"
 
 
 def percentile(samples, q):
@@ -15,50 +32,96 @@ def percentile(samples, q):
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def summarize(step_ms, batch_size):
+def summarize(step_ms, batch_size) -> Summary:
     """Statistics of per-step times in milliseconds, plus throughput in samples/s at the median."""
     if not step_ms:
         raise ValueError("no timed steps to summarize")
-    med = median(step_ms)
-    mean = fmean(step_ms)
+    med, mean = median(step_ms), fmean(step_ms)
     std = pstdev(step_ms) if len(step_ms) > 1 else 0.0
-    return {
-        "n": len(step_ms),
-        "median_ms": med,
-        "mean_ms": mean,
-        "std_ms": std,
-        "cv": std / mean if mean > 0 else 0.0,
-        "p95_ms": percentile(step_ms, 95),
-        "p99_ms": percentile(step_ms, 99),
-        "min_ms": min(step_ms),
-        "max_ms": max(step_ms),
-        "throughput_per_s": batch_size * 1000.0 / med if med > 0 else 0.0,
-    }
+    return Summary(n=len(step_ms), median_ms=med, mean_ms=mean, std_ms=std, cv=std / mean if mean > 0 else 0.0,
+                   p95_ms=percentile(step_ms, 95), p99_ms=percentile(step_ms, 99), min_ms=min(step_ms),
+                   max_ms=max(step_ms), throughput_per_s=batch_size * 1000.0 / med if med > 0 else 0.0)
 
 
-def is_noisy(summary):
-    return summary["cv"] > NOISY_CV
+def is_noisy(cv: float | None) -> bool:
+    return cv is not None and cv > NOISY_CV
 
 
-def median_ci(samples, z=1.96):
-    """Distribution-free ~95% confidence interval of the median: the order statistics at
-    n/2 -+ z*sqrt(n)/2 (binomial, normal approximation). Wide for small samples, as it should be."""
-    xs = sorted(samples)
-    n = len(xs)
-    half = z * math.sqrt(n) / 2
-    lo = max(0, math.floor(n / 2 - half) - 1)
-    hi = min(n - 1, math.ceil(n / 2 + half))
-    return xs[lo], xs[hi]
+def cv(values) -> float | None:
+    """Sample coefficient of variation; None for fewer than two values."""
+    if len(values) < 2:
+        return None
+    m = fmean(values)
+    return stdev(values) / m if m > 0 else None
 
 
-def compare_medians(slow_ms, fast_ms):
-    """Speedup of the medians, and whether it is a difference at all: when the medians' 95%
-    intervals overlap, the report says "no significant difference" instead of a speedup."""
-    s_lo, s_hi = median_ci(slow_ms)
-    f_lo, f_hi = median_ci(fast_ms)
-    return {
-        "speedup": median(slow_ms) / median(fast_ms),
-        "slow_median_ci_ms": [s_lo, s_hi],
-        "fast_median_ci_ms": [f_lo, f_hi],
-        "significant": f_hi < s_lo or s_hi < f_lo,
-    }
+def t_quantile(p: float, df: float) -> float:
+    from scipy.stats import t  # scipy comes with scikit-learn
+
+    return float(t.ppf(p, df))
+
+
+def log_ratio_interval(slow, fast, level=0.95):
+    """Welch t-interval for exp(mean log slow - mean log fast); None with fewer than 2 per side."""
+    if len(slow) < 2 or len(fast) < 2:
+        return None
+    ls, lf = [math.log(x) for x in slow], [math.log(x) for x in fast]
+    vs, vf = stdev(ls) ** 2 / len(ls), stdev(lf) ** 2 / len(lf)
+    diff = fmean(ls) - fmean(lf)
+    se = math.sqrt(vs + vf)
+    if se == 0:
+        return math.exp(diff), math.exp(diff)
+    df = (vs + vf) ** 2 / (vs ** 2 / (len(ls) - 1) + vf ** 2 / (len(lf) - 1))
+    half = t_quantile(0.5 + level / 2, df) * se
+    return math.exp(diff - half), math.exp(diff + half)
+
+
+def bootstrap_interval(slow, fast, resamples=10_000, level=0.95, seed=0):
+    """Percentile bootstrap over processes of median(slow) / median(fast). Kept to show, in the
+    tests, why it is not the method: with few processes it is too narrow."""
+    import random
+
+    rng = random.Random(seed)
+    ratios = sorted(median(rng.choices(slow, k=len(slow))) / median(rng.choices(fast, k=len(fast)))
+                    for _ in range(resamples))
+    return ratios[int((1 - level) / 2 * resamples)], ratios[int((1 + level) / 2 * resamples) - 1]
+
+
+def verdict(low, high, floor=FLOOR) -> str:
+    if low is None:
+        return "undecided"
+    if low > 1:
+        return "faster"
+    if high < 1:
+        return "slower"
+    if low >= 1 - floor and high <= 1 / (1 - floor):
+        return "no meaningful difference"
+    return "undecided"
+
+
+def speedup(slow_medians, fast_medians, floor=FLOOR) -> Speedup:
+    """The speedup of fast over slow from per-process medians, with its interval and verdict:
+    "faster"/"slower" only when the interval excludes 1; "no meaningful difference" when it lies
+    within +-floor; else "undecided" (more processes would narrow it)."""
+    ratio = median(slow_medians) / median(fast_medians)
+    interval = log_ratio_interval(slow_medians, fast_medians)
+    low, high = interval if interval else (None, None)
+    return Speedup(ratio=ratio, low=low, high=high, method=METHOD, processes=[len(slow_medians), len(fast_medians)],
+                   verdict=verdict(low, high, floor), floor=floor)
+
+
+def decided(s: Speedup) -> bool:
+    return s.verdict in ("faster", "slower", "no meaningful difference")
+
+
+def describe(s: Speedup) -> str:
+    """'1.74x (95% CI 1.62-1.85, 5 processes each)' and what it means."""
+    n = s.processes
+    procs = (f"{n[0]} process{'es' if n[0] > 1 else ''} each" if n[0] == n[1]
+             else f"{n[0]} slow and {n[1]} fast processes")
+    if s.low is None:
+        return f"{s.ratio:.2f}x (no interval: {procs}; at least 2 each are needed)"
+    text = f"{s.ratio:.2f}x (95% CI {s.low:.2f}-{s.high:.2f}, {procs})"
+    return {"faster": text, "slower": f"{text}: the fast twin is SLOWER",
+            "no meaningful difference": f"no meaningful difference: {text}, inside +-{s.floor:.0%}",
+            "undecided": f"no significant difference: {text}"}[s.verdict]

@@ -59,6 +59,7 @@ class PhaseTimer:
         self.marks = []  # (step, phase, start, end)
 
         self.peaks = {}  # phase -> the highest allocator peak seen inside it (CUDA), MB
+        self.reserved_peak_mb = 0.0  # the highest reserved peak over every phase (CUDA)
 
     def _mark(self):
         if self.cuda:
@@ -77,6 +78,8 @@ class PhaseTimer:
         if self.cuda:
             peak = torch.cuda.max_memory_allocated() / 2**20
             self.peaks[phase] = max(self.peaks.get(phase, 0.0), peak)
+            # start() resets the peaks at every phase, so the run's reserved peak is kept here too
+            self.reserved_peak_mb = max(self.reserved_peak_mb, torch.cuda.max_memory_reserved() / 2**20)
 
     def phase_ms(self) -> dict[str, list[float]]:
         """phase -> milliseconds per timed step (steps where the phase did not run count 0)."""
@@ -88,3 +91,41 @@ class PhaseTimer:
             ms = a.elapsed_time(b) if self.cuda else (b - a) * 1000.0
             out.setdefault(phase, [0.0] * steps)[step] += ms
         return out
+
+
+class DataTimer:
+    """Around next(batches) in every timed step: the host's time inside it, and on CUDA the GPU's
+    time between an event recorded before it and one after it.
+
+    The host's time is not the data wait on a GPU: when the launch queue is full, the host blocks
+    in whatever call comes next, next(batches) included, while the GPU is busy. The events measure
+    what the GPU did meanwhile: it reaches the first event when the previous step's work is done,
+    and the second once the host has produced the batch (plus any kernels that made it). So their
+    gap is the GPU waiting for data; for a pipeline already on the GPU it is its few small kernels."""
+
+    def __init__(self, device: torch.device, steps: int):
+        self.cuda = device.type == "cuda"
+        self.host = [0.0] * steps
+        self._t = 0.0
+        if self.cuda:
+            self.before = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+            self.after = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+
+    def start(self, i: int) -> None:
+        if self.cuda:
+            self.before[i].record()
+        self._t = time.perf_counter()
+
+    def stop(self, i: int) -> None:
+        self.host[i] = time.perf_counter() - self._t
+        if self.cuda:
+            self.after[i].record()
+
+    def host_ms(self) -> list[float]:
+        return [h * 1000.0 for h in self.host]
+
+    def device_ms(self) -> list[float] | None:
+        """The GPU's time between the events; call after the timed loop's synchronize."""
+        if not self.cuda:
+            return None
+        return [a.elapsed_time(b) for a, b in zip(self.before, self.after)]

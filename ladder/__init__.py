@@ -1,9 +1,18 @@
 """The ladder: each workload's naive pipeline, then one technique more per rung, up to all of them.
 
-A rung is the naive script with the first N techniques of its list switched on (`--rung N`), so
-rung N and rung N-1 differ by one technique, and every rung is compared with rung 0 for parity.
-`make ladder` runs them (common/ladder.py) and writes reports/ladder_<workload>.md.
+Every rung has a stable id. A rung is the naive script with the techniques of the rungs up to it
+switched on: the scripts ask `on("channels_last")` (an unknown id raises), and each technique is one
+small function here (`apply_channels_last`, `autocast`, `adam`, ...), so rung N and rung N-1 differ
+by one technique. `changes` says what the rung must move against the rung below: a metric
+(common.metrics) and its direction, or an observed fact the script records (run.extra["observed"]);
+tests/test_ladder.py checks every one of them. `make ladder` runs them (common/ladder.py) and
+writes reports/ladder_<workload>.md.
 """
+import contextlib
+from dataclasses import dataclass, field
+
+import torch
+
 TIGHT = {"early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
 # serving: each batch's mean churn probability; the same weights, so only float rounding differs
 SERVING = {"what": "mean churn probability per served batch", "early_steps": 5, "early_rtol": 1e-4, "window": 10,
@@ -17,61 +26,168 @@ LOOSE = {"early_steps": 0, "early_rtol": 0.0, "window": 10, "rtol": 0.05}
 # weights) is comparable; every loss must be finite
 OTHER_BATCH = {"early_steps": 0, "early_rtol": 0.0, "window": 10, "rtol": 0.10, "max_windows": 1}
 
-RUNGS = {
-    "churn": {
-        "script": "ladder.churn_serving",
-        "what": "serving: batches of 512 requests from the test split, probabilities returned to the host",
-        "rungs": [
-            {"name": "naive", "adds": "the seed's pipeline: DataLoader over CPU tensors, copy per batch, "
-                                      "ProblematicChurnModel (extra ops, .item() in forward), torch.no_grad", "parity": SERVING},
-            {"name": "device batching", "adds": "requests kept on the GPU, batches sliced from a device permutation",
-             "parity": SERVING},
-            {"name": "no host syncs", "adds": "the forward's monitoring statistic stays on the device", "parity": SERVING},
-            {"name": "ops folded", "adds": "the two needless elementwise ops folded into the data once, the unread mean gone",
-             "parity": SERVING},
-            {"name": "inference_mode", "adds": "torch.inference_mode() instead of torch.no_grad()", "parity": SERVING},
-            {"name": "CUDA graphs", "adds": "torch.compile(mode=\"reduce-overhead\"): fused kernels replayed as one graph",
-             "parity": SERVING},
-        ],
-    },
-    "resnet18": {
-        "script": "ladder.resnet18_training",
-        "what": "training: ResNet-18 on CIFAR-10, 224 px random-resized crops, Adam 1e-4",
-        "rungs": [
-            {"name": "naive", "adds": "the lab's baseline: PIL transforms in the training process (num_workers=0), "
-                                      "pageable copies, fp32, .item() metrics every step", "parity": TIGHT},
-            {"name": "loader workers", "adds": "DataLoader workers, pin_memory, non_blocking, persistent_workers, "
-                                               "prefetch_factor", "parity": TIGHT},
-            {"name": "no per-step syncs", "adds": "loss and accuracy summed on the device, read once", "parity": TIGHT},
-            {"name": "GPU input pipeline", "adds": "uint8 CIFAR-10 kept on the GPU, crop + flip + normalize there in batches",
-             "parity": LOOSE},
-            {"name": "channels_last", "adds": "NHWC memory format for the model and its inputs", "parity": LOOSE},
-            {"name": "AMP (bf16)", "adds": "torch.autocast to bfloat16", "parity": LOOSE},
-            {"name": "torch.compile", "adds": "the model compiled with Inductor", "parity": LOOSE},
-            {"name": "fused Adam", "adds": "Adam(fused=True) on CUDA (foreach on CPU)", "parity": LOOSE},
-            {"name": "larger batch", "adds": "batch 256 (CPU: 32), which the memory freed by AMP allows",
-             "parity": OTHER_BATCH, "flags": {"cuda": ["--batch-size", "256"], "cpu": ["--batch-size", "32"],
-                                              "smoke": ["--batch-size", "8"]}},
-        ],
-    },
+
+@dataclass(frozen=True)
+class RungSpec:
+    id: str
+    name: str
+    adds: str
+    parity: dict
+    # what this rung must change against the one below: ("metric", name, "down"|"up"), ("config",
+    # key, "up") or ("observed", key, the value the script records once the technique is on)
+    changes: tuple = ()
+    flags: dict = field(default_factory=dict)  # extra script flags per mode (cuda, cpu, smoke)
+
+
+@dataclass(frozen=True)
+class LadderSpec:
+    script: str
+    what: str
+    rungs: tuple
+
+    @property
+    def ids(self) -> list[str]:
+        return [r.id for r in self.rungs]
+
+
+LADDERS = {
+    "churn": LadderSpec(
+        script="ladder.churn_serving",
+        what="serving: batches of 512 requests from the test split, probabilities returned to the host",
+        rungs=(
+            RungSpec("naive", "naive", "the seed's pipeline: DataLoader over CPU tensors, copy per batch, "
+                     "ProblematicChurnModel (extra ops, .item() in forward), torch.no_grad", SERVING),
+            RungSpec("device_batching", "device batching",
+                     "requests kept on the GPU, batches sliced from a device permutation", SERVING,
+                     changes=(("metric", "data_ops", "down"),)),
+            RungSpec("no_host_syncs", "no host syncs", "the forward's monitoring statistic stays on the device", SERVING,
+                     changes=(("metric", "syncs_per_step", "down"),)),
+            RungSpec("ops_folded", "ops folded",
+                     "the two needless elementwise ops folded into the data once, the unread mean gone", SERVING,
+                     changes=(("metric", "forward_ops", "down"),)),
+            RungSpec("inference_mode", "inference_mode", "torch.inference_mode() instead of torch.no_grad()", SERVING,
+                     changes=(("observed", "inference_mode", True),)),
+            RungSpec("cuda_graphs", "CUDA graphs",
+                     "torch.compile(mode=\"reduce-overhead\"): fused kernels replayed as one graph", SERVING,
+                     changes=(("observed", "compiled", True), ("metric", "forward_ops", "down"))),
+        ),
+    ),
+    "resnet18": LadderSpec(
+        script="ladder.resnet18_training",
+        what="training: ResNet-18 on CIFAR-10, 224 px random-resized crops, Adam 1e-4",
+        rungs=(
+            RungSpec("naive", "naive", "the lab's baseline: PIL transforms in the training process (num_workers=0), "
+                     "pageable copies, fp32, .item() metrics every step", TIGHT),
+            RungSpec("loader_workers", "loader workers", "DataLoader workers, pin_memory, non_blocking, "
+                     "persistent_workers, prefetch_factor", TIGHT,
+                     changes=(("metric", "worker_cpu_ms_per_step", "up"),)),
+            RungSpec("no_step_syncs", "no per-step syncs", "loss and accuracy summed on the device, read once", TIGHT,
+                     changes=(("metric", "syncs_per_step", "down"),)),
+            RungSpec("gpu_input", "GPU input pipeline",
+                     "uint8 CIFAR-10 kept on the GPU, crop + flip + normalize there in batches", LOOSE,
+                     changes=(("observed", "loader_workers", 0),)),
+            RungSpec("channels_last", "channels_last", "NHWC memory format for the model and its inputs", LOOSE,
+                     changes=(("observed", "channels_last", True),)),
+            RungSpec("amp", "AMP (bf16)", "torch.autocast to bfloat16 (fp16 with a GradScaler where the GPU has no "
+                     "bf16)", LOOSE, changes=(("observed", "autocast_dtype", "torch.bfloat16"),)),
+            RungSpec("compile", "torch.compile", "the model compiled with Inductor", LOOSE,
+                     changes=(("observed", "compiled", True), ("metric", "forward_ops", "down"))),
+            RungSpec("fused_adam", "fused Adam", "Adam(fused=True) on CUDA (foreach on CPU)", LOOSE,
+                     changes=(("metric", "optimizer_ops", "down"),)),
+            RungSpec("larger_batch", "larger batch", "batch 256 (CPU: 32), which the memory freed by AMP allows",
+                     OTHER_BATCH, changes=(("config", "batch_size", "up"),),
+                     flags={"cuda": ["--batch-size", "256"], "cpu": ["--batch-size", "32"], "smoke": ["--batch-size", "8"]}),
+        ),
+    ),
 }
 
-
-def rung_flag(workload: str):
-    """For harness.start(extend=...): the --rung flag of a ladder script."""
-    count = len(RUNGS[workload]["rungs"])
-
-    def extend(parser):
-        parser.add_argument("--rung", type=int, choices=range(count), default=count - 1, metavar=f"0-{count - 1}",
-                            help=f"how many techniques to add to the naive pipeline (default {count - 1}: all)")
-
-    return extend
-
-
-def techniques(workload: str, rung: int) -> set[str]:
-    """The names of the techniques rung `rung` switches on."""
-    return {r["name"] for r in RUNGS[workload]["rungs"][1:rung + 1]}
 
 # churn serves batches of 512 (the seed's sweep found throughput still rising there); smoke stays tiny
 DEFAULTS = {"churn": {"cuda": {"batch_size": 512}, "cpu": {"batch_size": 512}},
             "resnet18": {"cuda": {"steps": 100, "warmup": 15}}}
+
+
+def spec(workload: str) -> LadderSpec:
+    return LADDERS[workload]
+
+
+def rung_index(workload: str, value: str) -> int:
+    """A rung given by index or id -> its index."""
+    ids = LADDERS[workload].ids
+    if value in ids:
+        return ids.index(value)
+    if value.isdigit() and int(value) < len(ids):
+        return int(value)
+    raise ValueError(f"no rung {value!r} in the {workload} ladder: 0-{len(ids) - 1} or one of {', '.join(ids)}")
+
+
+def rung_flag(workload: str):
+    """For harness.start(extend=...): the --rung flag of a ladder script (an index or an id)."""
+    import argparse
+
+    count = len(LADDERS[workload].rungs)
+
+    def parse(text):
+        try:
+            return rung_index(workload, text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    def extend(parser):
+        parser.add_argument("--rung", type=parse, default=count - 1, metavar="N|ID",
+                            help=f"how far to climb: a rung's index or id (default {count - 1}: every technique); "
+                                 f"ids: {', '.join(LADDERS[workload].ids)}")
+
+    return extend
+
+
+def switches(workload: str, rung: int):
+    """on(id) -> is that technique switched on at this rung? An id the ladder does not have raises."""
+    ids = LADDERS[workload].ids
+    active = set(ids[1:rung + 1])
+
+    def on(technique: str) -> bool:
+        if technique not in ids:
+            raise KeyError(f"no technique {technique!r} in the {workload} ladder; its ids: {', '.join(ids)}")
+        return technique in active
+
+    return on
+
+
+# --- one small function per technique ---------------------------------------------------------
+def apply_channels_last(model: torch.nn.Module) -> torch.nn.Module:
+    return model.to(memory_format=torch.channels_last)  # NHWC: what tensor-core convolutions want
+
+
+def channels_last_input(x: torch.Tensor) -> torch.Tensor:
+    return x.contiguous(memory_format=torch.channels_last)
+
+
+def amp_dtype(device: torch.device) -> torch.dtype:
+    """bf16 where the device has it (the CPU, Ampere and newer), else fp16."""
+    cuda = device.type == "cuda"
+    return torch.bfloat16 if not cuda or torch.cuda.is_bf16_supported() else torch.float16
+
+
+def autocast(device: torch.device, enabled: bool):
+    return torch.autocast(device.type, dtype=amp_dtype(device)) if enabled else contextlib.nullcontext()
+
+
+def grad_scaler(device: torch.device, enabled: bool) -> torch.amp.GradScaler:
+    """fp16 needs loss scaling (small gradients flush to zero); bf16 keeps fp32's range and does not."""
+    return torch.amp.GradScaler(device.type, enabled=enabled and amp_dtype(device) == torch.float16)
+
+
+def adam(params, device: torch.device, fused: bool, lr: float) -> torch.optim.Optimizer:
+    if fused:  # one kernel for every parameter on CUDA; foreach (a few multi-tensor ops) on CPU
+        cuda = device.type == "cuda"
+        return torch.optim.Adam(params, lr=lr, fused=cuda, foreach=not cuda)
+    return torch.optim.Adam(params, lr=lr)  # the default: foreach on CUDA, one op per tensor on CPU
+
+
+def apply_compile(model: torch.nn.Module, mode: str | None = None):
+    return torch.compile(model, mode=mode)
+
+
+def inference_context(on: bool):
+    return torch.inference_mode() if on else torch.no_grad()

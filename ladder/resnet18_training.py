@@ -1,55 +1,55 @@
 """Ladder, ResNet-18 training: from the lab's naive baseline to every technique together.
 
 ResNet-18 (10 classes, weights=None) on CIFAR-10 with 224 px random-resized crops and flips,
-Adam(lr=1e-4), CrossEntropyLoss. `--rung N` switches on the first N techniques of
-ladder.RUNGS["resnet18"]; see `make ladder`.
+Adam(lr=1e-4), CrossEntropyLoss. `--rung N` (or an id) switches on the techniques of
+ladder.LADDERS["resnet18"] up to that rung; see `make ladder`.
 """
 import torch
 
 from common import data, harness, models
-from ladder import rung_flag, techniques
+from ladder import (adam, apply_channels_last, apply_compile, autocast, channels_last_input, grad_scaler, rung_flag,
+                    switches)
 from recipes.dataloader import workers
 
 run = harness.start(__file__, __doc__, extend=rung_flag("resnet18"))
-on = techniques("resnet18", run.args.rung).__contains__
+on = switches("resnet18", run.args.rung)
 cuda = run.device.type == "cuda"
 
 model = models.resnet18().to(run.device)
 if on("channels_last"):
-    model = model.to(memory_format=torch.channels_last)  # NHWC: what tensor-core convolutions want
-if on("fused Adam"):
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=cuda, foreach=not cuda)
-else:
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-forward = torch.compile(model) if on("torch.compile") else model
+    model = apply_channels_last(model)
+optimizer = adam(model.parameters(), run.device, fused=on("fused_adam"), lr=1e-4)
+forward = apply_compile(model) if on("compile") else model
 criterion = torch.nn.CrossEntropyLoss()
-amp_dtype = torch.bfloat16 if not cuda or torch.cuda.is_bf16_supported() else torch.float16
+scaler = grad_scaler(run.device, enabled=on("amp"))
 
-if on("GPU input pipeline"):
-    batches = data.cifar10_train_batches(run)  # uint8 images on the device, augmented there in batches
-elif on("loader workers"):
-    batches = data.loader(run, data.cifar10_train_dataset(run), num_workers=workers(), pin_memory=cuda,
+if on("gpu_input"):
+    batches, loader_workers = data.cifar10_train_batches(run), 0  # uint8 images on the device, augmented there
+elif on("loader_workers"):
+    loader_workers = workers()
+    batches = data.loader(run, data.cifar10_train_dataset(run), num_workers=loader_workers, pin_memory=cuda,
                           persistent_workers=True, prefetch_factor=4)
 else:
-    batches = data.loader(run, data.cifar10_train_dataset(run), num_workers=0)  # the lab's loader
-syncs = not on("no per-step syncs")
+    batches, loader_workers = data.loader(run, data.cifar10_train_dataset(run), num_workers=0), 0  # the lab's loader
+syncs = not on("no_step_syncs")
 running_loss, correct, seen = (0.0, 0, 0) if syncs else (torch.zeros((), device=run.device),
                                                           torch.zeros((), device=run.device), 0)
 
 for images, labels in run.loop(batches):
     with run.phase("copy"):
-        images = images.to(run.device, non_blocking=on("loader workers"))  # a no-op on the GPU pipeline
-        labels = labels.to(run.device, non_blocking=on("loader workers"))
+        images = images.to(run.device, non_blocking=on("loader_workers"))  # a no-op on the GPU pipeline
+        labels = labels.to(run.device, non_blocking=on("loader_workers"))
         if on("channels_last"):
-            images = images.contiguous(memory_format=torch.channels_last)
-    with run.phase("forward"), torch.autocast(run.device.type, dtype=amp_dtype, enabled=on("AMP (bf16)")):
+            images = channels_last_input(images)
+    with run.phase("forward"), autocast(run.device, on("amp")):
         outputs = forward(images)
         loss = criterion(outputs, labels)
     with run.phase("backward"):
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()  # fp16 only: scaled so small gradients survive
     with run.phase("optimizer"):
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
     if syncs:
         running_loss += loss.item()  # note: a sync point every step
         correct += (outputs.argmax(1) == labels).sum().item()  # note: and another
@@ -59,5 +59,7 @@ for images, labels in run.loop(batches):
     seen += labels.numel()
     run.log_loss(loss)
 
+run.extra["observed"] = {"loader_workers": loader_workers, "channels_last": images.is_contiguous(memory_format=torch.channels_last),
+                         "autocast_dtype": str(outputs.dtype), "compiled": forward is not model}
 run.extra.update(rung=run.args.rung, train_accuracy=float(correct) / seen)
 run.finish()

@@ -1,0 +1,76 @@
+"""From runs to figures: a variant's processes aggregated, and the parity check of two variants.
+Shared by the recipe runner (compare), the ladder and the sweeps."""
+import math
+from statistics import fmean, median
+
+from common import ceiling, stats
+from common.results import Parity, RunResult, VariantAggregate
+
+HOST_KEYS = ("first_step_s", "data_wait_share", "host_data_share", "host_data_ms_median", "cpu_ms_per_step",
+             "worker_cpu_ms_per_step")
+
+
+def aggregate(runs: list[RunResult]) -> VariantAggregate:
+    """One variant over its processes: the median of the per-process medians, their spread, the
+    pooled steps' tail, and the evidence of the profiled (first) run."""
+    first = runs[0]
+    base = dict(config=first.config, env=first.env, data_source=first.data_source, notices=first.notices,
+                warnings=sorted({w for r in runs for w in r.warnings}))
+    oom = next((r for r in runs if r.status == "oom"), None)
+    if oom:
+        return VariantAggregate(status="oom", oom=oom.oom, **{**base, "config": oom.config})
+    medians = [r.timing.summary.median_ms for r in runs]
+    pooled = stats.summarize([ms for r in runs for ms in r.timing.step_ms], first.config.batch_size)
+    host = {}
+    for key in HOST_KEYS:
+        values = [getattr(r.timing, key) for r in runs if getattr(r.timing, key) is not None]
+        host[key] = median(values) if values else None
+    profiled = next((r for r in runs if r.evidence is not None), first)
+    med = median(medians)
+    return VariantAggregate(
+        status="ok", **base, process_medians_ms=medians, median_ms=med, between_cv=stats.cv(medians),
+        within_cv=median(r.timing.summary.cv for r in runs), pooled=pooled,
+        throughput_per_s=first.config.batch_size * 1000.0 / med if med > 0 else 0.0,
+        warmup_s=[r.timing.warmup_s for r in runs], host=host,
+        memory=max((r.memory for r in runs), key=lambda m: m.peak_mb),
+        evidence=profiled.evidence, flops_per_step=profiled.flops_per_step, bytes_per_step=first.bytes_per_step,
+        compile=profiled.compile, gpu_monitor=first.gpu_monitor, ceiling=ceiling.cached(first.env))
+
+
+def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
+    """Do the twins train the same? Both see the same weights and batches, so:
+    - early: the first steps agree step by step (a wrong cast or a missing loss scale shows at once);
+    - trajectory: means over windows of steps stay close, measured against the initial loss so that
+      losses near zero do not blow the ratio up (a run that diverges or stops learning shows here);
+    - every loss of the fast twin is finite.
+    Runs that timed more steps to fill their minimum time are compared over the steps both ran."""
+    what, rtol = rule.get("what", "training loss"), rule["rtol"]
+    n = min(len(slow.losses), len(fast.losses))
+    if n == 0:
+        return Parity(ok=False, what=what, rtol=rtol, why=f"loss trajectories of {len(slow.losses)} and "
+                                                           f"{len(fast.losses)} steps")
+    a, b = slow.losses[:n], fast.losses[:n]
+    k = min(rule["early_steps"], n)  # 0: the twins' data differ step by step, compare windows only
+    early = [abs(y - x) / max(abs(x), 1e-6) for x, y in zip(a[:k], b[:k])] or [0.0]
+    w = min(rule["window"], n)
+    scale = max(abs(fmean(a[:w])), 1e-6)
+    starts = list(range(0, n - w + 1, w))[:rule.get("max_windows")]  # max_windows: only the first ones
+    windows = [abs(fmean(b[i:i + w]) - fmean(a[i:i + w])) / scale for i in starts]
+    worst = max(range(len(windows)), key=windows.__getitem__)
+    finite = all(math.isfinite(v) for v in fast.losses)
+    return Parity(ok=finite and max(early) <= rule["early_rtol"] and windows[worst] <= rtol, what=what, rtol=rtol,
+                  early_max_rel=max(early), early_steps=k, early_rtol=rule["early_rtol"], max_rel=windows[worst],
+                  at_step=worst * w, window=w, steps=n, finite=finite,
+                  windows_compared=not rule.get("max_windows"))
+
+
+def parity_failure(par: Parity) -> str:
+    if par.max_rel is None:
+        return par.why or "no losses to compare"
+    if not par.finite:
+        return "the fast twin's loss is not finite (NaN or inf)"
+    if par.early_max_rel > par.early_rtol:
+        return (f"the first {par.early_steps} steps' losses differ by up to {par.early_max_rel:.2%} "
+                f"(tolerance {par.early_rtol * 100:.4g}%)")
+    return (f"the {par.window}-step mean loss differs by {par.max_rel:.2%} of the initial loss at steps "
+            f"{par.at_step}-{par.at_step + par.window - 1} (tolerance {par.rtol * 100:.4g}%)")

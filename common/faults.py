@@ -1,0 +1,28 @@
+"""Fault injection for testing the runners on a CPU: COOKBOOK_FAULT="oom:fast" (or "crash:slow:churn")
+makes the matching variant (and workload) fail at its first timed step. It wraps the batch stream,
+so nothing of it sits inside the harness's timed loop."""
+import os
+
+import torch
+
+ENV = "COOKBOOK_FAULT"
+
+
+def planned(variant: str, workload: str) -> str | None:
+    """The fault kind ("oom" or "crash") meant for this variant and workload, if any."""
+    spec = os.environ.get(ENV, "")
+    kind, _, target = spec.partition(":")
+    want_variant, _, want_workload = target.partition(":")
+    if not spec or want_variant != variant or want_workload not in ("", workload):
+        return None
+    return kind
+
+
+def wrap(batches, kind: str, at: int):
+    """The batches, raising `kind` when batch number `at` (the first timed step) is asked for."""
+    for i, batch in enumerate(batches):
+        if i == at:
+            if kind == "oom":
+                raise torch.cuda.OutOfMemoryError(f"CUDA out of memory (injected by {ENV})")
+            raise RuntimeError(f"injected crash ({ENV}={kind})")
+        yield batch

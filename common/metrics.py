@@ -1,0 +1,147 @@
+"""Every figure a report shows, declared once: name, label, unit, how it is read from a variant's
+aggregate (common.results.VariantAggregate) and how it is formatted. The recipe reports, the
+overview page, the ladder, the sweeps and the diagnosis all take their numbers from here. A recipe
+lists in EVIDENCE the names its technique must move (sync_removal: "syncs_per_step"); the report
+leads with those."""
+from dataclasses import dataclass
+from statistics import median
+from typing import Callable
+
+from common import ceiling
+from common.results import VariantAggregate
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    label: str
+    unit: str  # "ms", "s", "MB", "share", "count", "TFLOP/s", "1/s", "B/s", "GFLOP"
+    read: Callable[[VariantAggregate], float | None]
+    fmt: str
+    cpu_label: str | None = None  # what the figure means on a CPU run, where it differs
+    short: str | None = None  # a table's column header
+
+    def value(self, v: VariantAggregate | None):
+        if v is None or v.status != "ok":
+            return None
+        return self.read(v)
+
+    def text(self, v: VariantAggregate | None) -> str:
+        x = self.value(v)
+        if x is None:
+            return "n/a"
+        if self.unit == "B/s":
+            return _bytes_per_s(x)
+        return format(x, self.fmt)
+
+    def title(self, cpu: bool = False) -> str:
+        return self.cpu_label if cpu and self.cpu_label else self.label
+
+    def column(self, cpu: bool = False) -> str:
+        if cpu and self.name == "syncs_per_step":
+            return ".item()/step"
+        return self.short or self.title(cpu)
+
+    def change(self, slow, fast) -> str:
+        a, b = self.value(slow), self.value(fast)
+        if a is None or b is None:
+            return ""
+        if self.unit == "share":
+            return f"{(b - a) * 100:+.1f} points"
+        if a == 0:
+            return "from 0" if b else "same"
+        if b == 0:
+            return "gone"
+        return f"{b / a:.2f}x"
+
+
+def _bytes_per_s(x: float) -> str:
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f} B/s"
+
+
+def _ev(key):
+    return lambda v: getattr(v.evidence, key) if v.evidence else None
+
+
+def _phase(name, key):
+    return lambda v: getattr(v.evidence.phases.get(name), key, None) if v.evidence else None
+
+
+def _host(key):
+    return lambda v: v.host.get(key)
+
+
+def _hta(key):
+    return lambda v: (v.evidence.hta or {}).get(key) if v.evidence else None
+
+
+def tflops(v: VariantAggregate):
+    return v.flops_per_step / v.median_ms / 1e9 if v.flops_per_step and v.median_ms else None
+
+
+def _mfu(v: VariantAggregate):
+    return ceiling.mfu(tflops(v), v.ceiling)
+
+
+def _compile(key):
+    return lambda v: (v.compile or {}).get(key)
+
+
+_ALL = [
+    Metric("median_ms", "median step, ms (median of the per-process medians)", "ms", lambda v: v.median_ms, ".3f", short="median ms"),
+    Metric("p95_ms", "p95 step, ms (pooled steps)", "ms", lambda v: v.pooled.p95_ms, ".3f", short="p95 ms"),
+    Metric("p99_ms", "p99 step, ms (pooled steps)", "ms", lambda v: v.pooled.p99_ms, ".3f", short="p99 ms"),
+    Metric("between_cv", "CV between processes", "share", lambda v: v.between_cv, ".1%", short="CV between processes"),
+    Metric("within_cv", "CV within a process (median)", "share", lambda v: v.within_cv, ".1%", short="CV within"),
+    Metric("throughput", "samples/s", "1/s", lambda v: v.throughput_per_s, ",.0f", short="samples/s"),
+    Metric("bytes_per_s", "request + answer bytes moved per second", "B/s",
+           lambda v: v.bytes_per_step * 1000 / v.median_ms if v.bytes_per_step and v.median_ms else None, ""),
+    Metric("peak_mb", "peak memory, MB", "MB", lambda v: v.memory.peak_mb if v.memory else None, ".0f",
+           "peak memory, MB (CPU: the process's peak RSS)", short="peak MB"),
+    Metric("syncs_per_step", "host syncs per step", "count", _ev("syncs_per_step"), ".1f",
+           ".item() calls per step (CPU proxy for syncs)", short="syncs/step"),
+    Metric("sync_ms_per_step", "host blocked in syncs, ms per step", "ms", _ev("sync_ms_per_step"), ".3f"),
+    Metric("kernels_per_step", "GPU kernels per step", "count", _ev("kernels_per_step"), ".0f", short="kernels/step"),
+    Metric("ops_per_step", "aten ops per step", "count", _ev("ops_per_step"), ".0f"),
+    Metric("launch_ms_per_step", "host in CUDA launch calls, ms per step", "ms", _ev("launch_ms_per_step"), ".3f"),
+    Metric("gpu_busy_ms_per_step", "GPU busy, ms per step (profiled)", "ms", _ev("gpu_busy_ms_per_step"), ".3f"),
+    Metric("gpu_idle_share", "GPU idle share (profiled steps)", "share", _ev("gpu_idle_share"), ".0%", short="GPU idle"),
+    Metric("hta_idle_share", "GPU idle share, HolisticTraceAnalysis", "share", _hta("idle_share"), ".0%"),
+    Metric("hta_blocked_ms", "host blocked on a full launch queue, ms per step (HTA)", "ms",
+           _hta("blocked_on_full_queue_ms_per_step"), ".3f"),
+    Metric("gflop_per_step", "GFLOP per step (FlopCounterMode)", "GFLOP",
+           lambda v: v.flops_per_step / 1e9 if v.flops_per_step else None, ".3f"),
+    Metric("tflops", "achieved TFLOP/s at the median step", "TFLOP/s", tflops, ".3g", short="TFLOP/s"),
+    Metric("mfu", "MFU: share of the measured bf16 matmul ceiling", "share", _mfu, ".1%", short="MFU"),
+    Metric("warmup_s", "warm-up, s (median over processes)", "s", lambda v: median(v.warmup_s) if v.warmup_s else None,
+           ".2f"),
+    Metric("first_step_s", "first step, s (compilation, autotuning)", "s", _host("first_step_s"), ".2f"),
+    Metric("data_wait_share", "share of step time the device waited for data", "share", _host("data_wait_share"), ".1%",
+           "share of step time waiting for data"),
+    Metric("host_data_share", "host time in next(batches), share of wall time", "share", _host("host_data_share"), ".1%"),
+    Metric("data_wait_ms", "host time in next(batches), ms (median)", "ms", _host("host_data_ms_median"), ".3f"),
+    Metric("cpu_ms_per_step", "CPU ms per step, training process (all threads)", "ms", _host("cpu_ms_per_step"), ".2f"),
+    Metric("worker_cpu_ms_per_step", "CPU ms per step, loader workers", "ms", _host("worker_cpu_ms_per_step"), ".2f"),
+    Metric("data_ops", "data: aten ops called per step", "count", _phase("data", "ops"), ".0f"),
+    Metric("optimizer_kernels", "optimizer: GPU kernels per step", "count", _phase("optimizer", "kernels"), ".0f"),
+    Metric("optimizer_ops", "optimizer: aten ops called per step", "count", _phase("optimizer", "ops"), ".0f"),
+    Metric("optimizer_host_ms", "optimizer: host ms per step (profiled)", "ms", _phase("optimizer", "host_ms"), ".3f"),
+    Metric("optimizer_gpu_ms", "optimizer: GPU kernel ms per step (profiled)", "ms", _phase("optimizer", "kernel_ms"), ".3f"),
+    Metric("forward_kernels", "forward: GPU kernels per step", "count", _phase("forward", "kernels"), ".0f"),
+    Metric("forward_ops", "forward: aten ops called per step", "count", _phase("forward", "ops"), ".0f"),
+    Metric("backward_ops", "backward: aten ops called per step", "count", _phase("backward", "ops"), ".0f"),
+    Metric("graphs", "compiled graphs", "count", _compile("graphs"), ".0f"),
+    Metric("graph_breaks", "graph breaks", "count", _compile("graph_breaks"), ".0f"),
+    Metric("recompiles", "recompilations", "count", _compile("recompiles"), ".0f"),
+]
+METRICS = {m.name: m for m in _ALL}
+# the columns of a variant's row in a recipe report and in the ladder
+TABLE = ("median_ms", "p95_ms", "p99_ms", "between_cv", "within_cv", "throughput", "peak_mb", "syncs_per_step",
+         "kernels_per_step", "gpu_idle_share", "tflops", "mfu")
+
+
+def get(name: str) -> Metric:
+    return METRICS[name]
