@@ -52,6 +52,11 @@ class Rounds:
     most: int
     fixed: bool
 
+    @property
+    def looks(self) -> int:
+        """How many times the runner may look at the interval: once after each round from `least` on."""
+        return 1 if self.fixed else self.most - self.least + 1
+
     def describe(self) -> str:
         if self.fixed:
             return f"{self.least} round(s), fixed"
@@ -147,7 +152,8 @@ def run_workload(plan: Plan, workload, counter) -> tuple[dict, list, str]:
             return by_variant, failures, f"stopped after round {round_no}: a run failed or ran out of memory"
         if plan.rounds.fixed or round_no < plan.rounds.least:
             continue
-        s = stats.speedup([r.timing.summary.median_ms for r in ok["slow"]], [r.timing.summary.median_ms for r in ok["fast"]])
+        s = stats.speedup([r.timing.summary.median_ms for r in ok["slow"]], [r.timing.summary.median_ms for r in ok["fast"]],
+                          looks=plan.rounds.looks)
         print(f"    after {round_no} rounds: {stats.describe(s)}", flush=True)
         if stats.decided(s):
             return by_variant, failures, f"{round_no} rounds: the 95% interval decided ({s.verdict})"
@@ -157,13 +163,13 @@ def run_workload(plan: Plan, workload, counter) -> tuple[dict, list, str]:
     return by_variant, failures, reason
 
 
-def summarize_workload(runs_by_variant, rule, reason="") -> WorkloadComparison:
+def summarize_workload(runs_by_variant, rule, reason="", looks=1) -> WorkloadComparison:
     """Aggregate each variant; where both ran, the speedup over processes and the parity check."""
     entry = WorkloadComparison(rounds_reason=reason)
     for v, runs in runs_by_variant.items():
         setattr(entry, v, aggregate(runs))
     if entry.slow and entry.fast and entry.slow.status == entry.fast.status == "ok":
-        entry.speedup = stats.speedup(entry.slow.process_medians_ms, entry.fast.process_medians_ms)
+        entry.speedup = stats.speedup(entry.slow.process_medians_ms, entry.fast.process_medians_ms, looks=looks)
         entry.parity = parity(runs_by_variant["slow"][0], runs_by_variant["fast"][0], rule)
     return entry
 
@@ -200,11 +206,12 @@ def run_all(plan: Plan) -> Comparison:
                             device="cuda" if plan.cuda else "cpu", command=plan.command,
                             results_dir=str(plan.results_dir), workloads={}, failures=[],
                             rounds={"least": plan.rounds.least, "most": plan.rounds.most, "fixed": plan.rounds.fixed,
+                                    "looks": plan.rounds.looks, "level": stats.sequential_level(plan.rounds.looks),
                                     "floor": stats.FLOOR, "method": stats.METHOD, "cpus": plan.cpus})
     for workload in plan.workloads:
         by_variant, failures, reason = run_workload(plan, workload, counter)
         comparison.failures += failures
-        comparison.workloads[workload] = summarize_workload(by_variant, plan.rule_for(workload), reason)
+        comparison.workloads[workload] = summarize_workload(by_variant, plan.rule_for(workload), reason, plan.rounds.looks)
     return comparison
 
 

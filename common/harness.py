@@ -25,7 +25,7 @@ from common import cli, cpu_time, env, faults, hta, memory, presets, recipes, st
 from common.errors import EXIT_OOM, CookbookError
 from common.gpu_monitor import GpuMonitor
 from common.nvtx_ranges import Ranges
-from common.profiling import memory_artifacts, op_views, profiler, trace_evidence
+from common.profiling import mark_rank, memory_artifacts, op_views, profiler, trace_evidence
 from common.results import Config, Evidence, Oom, PhaseEvidence, RunResult, Timing, write_result
 from common.timing import DataTimer, PhaseTimer, StepTimer, synchronize
 
@@ -298,6 +298,7 @@ class Run:
             for _ in range(self.profile_steps + 1):  # +1: the profiler's own warm-up step
                 yield self._next()
                 prof.step()
+                mark_rank(prof)
             self._profiling = False
         found = trace_evidence(prof.trace_path, self.device, PHASES)
         found["phases"] = {p: PhaseEvidence(**v) for p, v in found["phases"].items()}

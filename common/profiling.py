@@ -45,10 +45,14 @@ def profiler(trace_dir: Path, worker: str, device: torch.device, active_steps: i
         profile_memory=True,
         with_stack=with_stack,  # the memory timeline needs it; it slows profiling, so only then
     ) as prof:
-        # HolisticTraceAnalysis reads a trace per rank; without this it warns and guesses rank 0
-        prof.add_metadata_json("distributedInfo", json.dumps({"rank": 0, "world_size": 1}))
         yield prof
     prof.trace_path = final
+
+
+def mark_rank(prof) -> None:
+    """HolisticTraceAnalysis reads a trace per rank; without this it warns and guesses rank 0. The
+    profiler keeps metadata only while it records, so this is called after every profiled step."""
+    prof.add_metadata_json("distributedInfo", json.dumps({"rank": 0, "world_size": 1}))
 
 
 def _first(obj, *names, default=0.0):
@@ -202,19 +206,37 @@ def _per_step_ms(intervals, n) -> float:
     return _union_length(intervals) / 1000 / n
 
 
+def read_trace(trace_path: Path) -> dict:
+    path = Path(trace_path)
+    if path.suffix == ".gz":
+        import gzip
+
+        with gzip.open(path, "rt") as f:
+            return json.load(f)
+    return json.loads(path.read_text())
+
+
 def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
     """Counts and times per step from the exported Chrome trace (the fields of results.Evidence)."""
-    events = [e for e in json.loads(Path(trace_path).read_text())["traceEvents"] if e.get("ph") == "X"]
+    events = [e for e in read_trace(trace_path)["traceEvents"] if e.get("ph") == "X"]
     steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
     n = max(len(steps), 1)
+    if steps:  # only what happens inside the profiled steps (the profiler's own final sync is not a step's)
+        bounds = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in steps)
+        events = [e for e in events if any(a <= e["ts"] <= b for a, b in bounds) or e.get("cat") in GPU_CATS]
     count = lambda cat, names=None: sum(  # noqa: E731
         1 for e in events if e.get("cat") == cat and (names is None or e.get("name") in names))
     span = lambda es: [(e["ts"], e["ts"] + e.get("dur", 0)) for e in es]  # noqa: E731
-    sync_ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") in SYNC_OPS]
+    # scalar reads, except where the tensors stay on the CPU in a GPU run too: the optimizer's step
+    # counters, the loader's indices
+    cpu_side = [e for e in events if e.get("cat") == "user_annotation"
+                and (str(e.get("name", "")).startswith("Optimizer.step") or e.get("name") == "data")]
+    sync_ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::_local_scalar_dense"
+                and not any(_inside(e, r) for r in cpu_side)]
     out = {
         "profiled_steps": len(steps),
         "ops_per_step": count("cpu_op") / n,
-        "sync_ops_per_step": {name: count("cpu_op", {name}) / n for name in SYNC_OPS},
+        "sync_ops_per_step": {name: count("cpu_op", {name}) / n for name in SYNC_OPS},  # all, as the profiler saw them
         "phases": phase_evidence(events, n, phases, device.type == "cuda"),
         "sync_apis_per_step": None, "memcpy_per_step": None, "gpu_busy_ms_per_step": None, "launch_ms_per_step": None,
         "idle_host_busy_ms_per_step": None,
@@ -226,14 +248,11 @@ def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
         start = min(e["ts"] for e in steps) if steps else min((s for s, _ in gpu), default=0)
         end = max([e["ts"] + e.get("dur", 0) for e in steps] + [t for _, t in gpu] or [start])
         whole = max(end - start, 1e-9)
-        # launch overhead: the GPU idle while the host is busy with ops (launching), not waiting for
-        # data or blocked in a sync; on the thread that runs the steps
-        main = {e.get("tid") for e in steps}
-        not_busy = _union(span([e for e in events if e.get("cat") == "user_annotation" and e.get("name") == "data"]
-                               + sync_calls + sync_ops))
-        host_ops = _union(span(e for e in events if e.get("cat") == "cpu_op" and e.get("tid") in main))
-        host_busy = _gaps(not_busy, start, end)  # outside data and syncs ...
-        host_busy = _union((max(a, c), min(b, d)) for a, b in host_busy for c, d in host_ops if min(b, d) > max(a, c))
+        # host overhead: the GPU idle while the host is neither waiting for data nor blocked in a
+        # sync, so busy with its own work (Python, ops, launches): what CUDA graphs and compile cut
+        waiting = _union(span([e for e in events if e.get("cat") == "user_annotation" and e.get("name") == "data"]
+                              + sync_calls + sync_ops))
+        host_busy = _gaps(waiting, start, end)
         idle = _gaps(_union(gpu), start, end)
         out.update(
             syncs_per_step=len(sync_calls) / n,
@@ -244,19 +263,15 @@ def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
             memcpy_per_step=count("gpu_memcpy") / n,
             gpu_idle_share=max(0.0, 1.0 - _union_length(gpu) / whole),
             gpu_busy_ms_per_step=_union_length(gpu) / 1000 / n,
+            profiled_step_ms=whole / 1000 / n,  # from the first step's start to the GPU's last work
             idle_host_busy_ms_per_step=_overlap(idle, host_busy) / 1000 / n,
             launch_ms_per_step=_per_step_ms(span(e for e in events if e.get("cat") == "cuda_runtime"
                                                  and "Launch" in str(e.get("name", ""))), n),
         )
     else:
-        # no CUDA runtime on CPU: count the ops that would block the host on a GPU, except where
-        # the tensors stay on the CPU in a GPU run too: the optimizer's step counters, the loader
-        cpu_side = [e for e in events if e.get("cat") == "user_annotation"
-                    and (str(e.get("name", "")).startswith("Optimizer.step") or e.get("name") == "data")]
-        reads = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::_local_scalar_dense"
-                 and not any(_inside(e, r) for r in cpu_side)]
-        # on a CPU nothing runs ahead of the host, so a read costs only its own few microseconds
-        out.update(syncs_per_step=len(reads) / n, sync_ms_per_step=_per_step_ms(span(reads), n),
+        # no CUDA runtime on CPU: count the scalar reads that would block the host on a GPU; on a
+        # CPU nothing runs ahead of the host, so a read costs only its own few microseconds
+        out.update(syncs_per_step=len(sync_ops) / n, sync_ms_per_step=_per_step_ms(span(sync_ops), n),
                    kernels_per_step=None, gpu_idle_share=None)
     return out
 

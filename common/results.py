@@ -213,7 +213,7 @@ class Evidence(Record):
     gpu_busy_ms_per_step: float | None
     launch_ms_per_step: float | None  # host time in CUDA launch calls
     idle_host_busy_ms_per_step: float | None  # GPU idle while the host runs ops (not data, not a sync)
-    profiled_step_ms: float | None  # a profiled step's length (the profiler slows steps a little)
+    profiled_step_ms: float | None  # a profiled step's length (CUDA: to the GPU's last work; the profiler slows steps a little)
     sync_apis_per_step: dict[str, float] | None
     memcpy_per_step: float | None
     phases: dict[str, PhaseEvidence]
@@ -294,6 +294,8 @@ class Speedup(Record):
     processes: list[int]  # slow, fast
     verdict: str  # "faster", "slower", "no meaningful difference", "undecided"
     floor: float
+    level: float = 0.95  # each look's level: above 95% when the runner may look several times (Pocock)
+    looks: int = 1
 
 
 @dataclass

@@ -1,0 +1,34 @@
+"""Planted bottlenecks for the diagnosis tests: a loader that takes 50 ms per batch AND a `.item()`
+every step. The loader costs most of the step, so it must be the headline; the sync is a finding."""
+import time
+
+import torch
+
+from common import data, harness, models
+
+run = harness.start(__file__, __doc__)
+features, targets = data.churn_train(run)
+model = models.ChurnMLP(features.shape[1]).to(run.device)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+criterion = torch.nn.BCELoss()
+total = 0.0
+
+
+def slow_batches():
+    for batch in data.device_batches(run, features, targets):
+        time.sleep(0.05)  # the first plant: a loader that takes 50 ms per batch
+        yield batch
+
+
+for x, y in run.loop(slow_batches()):
+    with run.phase("forward"):
+        loss = criterion(model(x).squeeze(1), y)
+    with run.phase("backward"):
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+    with run.phase("optimizer"):
+        optimizer.step()
+    total += loss.item()  # the second plant: a host sync every step
+    run.log_loss(loss)
+
+run.finish()
