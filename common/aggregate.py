@@ -34,7 +34,7 @@ def aggregate(runs: list[RunResult]) -> VariantAggregate:
         warmup_s=[r.timing.warmup_s for r in runs], host=host,
         memory=max((r.memory for r in runs), key=lambda m: m.peak_mb),
         evidence=profiled.evidence, flops_per_step=profiled.flops_per_step, bytes_per_step=first.bytes_per_step,
-        compile=profiled.compile, gpu_monitor=first.gpu_monitor, ceiling=ceiling.cached(first.env))
+        compile=profiled.compile, gpu_monitor=first.gpu_monitor, ceiling=ceiling.cached(first.env), extra=first.extra)
 
 
 def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:

@@ -44,14 +44,14 @@ def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv[:own], argv[own + 1:]
 
 
-def _preset_help(workload: str, key: str, overrides: dict) -> str:
-    values = [f"{mode}: {presets.defaults(workload, mode, overrides)[key]}" for mode in ("cuda", "cpu", "smoke")]
+def _preset_help(workload: str, key: str, overrides: dict, pair: str | None) -> str:
+    values = [f"{mode}: {presets.defaults(workload, mode, overrides, pair)[key]}" for mode in ("cuda", "cpu", "smoke")]
     return "default " + ", ".join(values)
 
 
-def script_parser(prog: str, description: str, workload: str, overrides: dict) -> argparse.ArgumentParser:
+def script_parser(prog: str, description: str, workload: str, overrides: dict, pair: str | None = None):
     p = OneLineParser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    h = lambda key: _preset_help(workload, key, overrides)  # noqa: E731
+    h = lambda key: _preset_help(workload, key, overrides, pair)  # noqa: E731
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
                    help="where to run; auto picks CUDA when present (default auto)")
     p.add_argument("--steps", type=positive_int, help=f"timed steps ({h('steps')})")

@@ -22,6 +22,7 @@ from common import ceiling, env, recipes, runner, stats
 from common.aggregate import aggregate, parity, parity_failure
 from common.cli import OneLineParser, positive_int, split_passthrough
 from common.errors import CookbookError, exit_with
+from common.presets import WORKLOADS
 from common.results import Comparison, WorkloadComparison, write_result
 
 MIN_ROUNDS, MAX_ROUNDS = 3, 10
@@ -104,7 +105,7 @@ def make_plan(argv) -> Plan:
         if unknown:
             raise CookbookError(f"--workloads: no {recipe} pair for {', '.join(unknown)}; choose from {', '.join(workloads)}")
         workloads = wanted
-    data = runner.data_flags(args.data, workloads)
+    data = runner.data_flags(args.data, WORKLOADS)  # per workload; a pair takes its workload's
     common_flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
     if args.rounds or args.smoke:
         rounds = Rounds(args.rounds or 1, args.rounds or 1, fixed=True)
@@ -114,7 +115,7 @@ def make_plan(argv) -> Plan:
     results_dir = runner.output_folder(reports_dir, recipe)
     return Plan(recipe=recipe, title=settings.TITLE, cuda=cuda, evidence=tuple(getattr(settings, "EVIDENCE", ())),
                 parity_rule=settings.PARITY, parity_rtol=args.parity_rtol, rounds=rounds, workloads=workloads,
-                script_flags={w: common_flags + data[w] + args.script_args for w in workloads},
+                script_flags={w: common_flags + data[recipes.workload_of(w)] + args.script_args for w in workloads},
                 cpus=runner.cpu_set(args.cpus), reports_dir=reports_dir, results_dir=results_dir,
                 traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke,
                 command="python -m common.compare " + " ".join(argv))

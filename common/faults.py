@@ -8,12 +8,12 @@ import torch
 ENV = "COOKBOOK_FAULT"
 
 
-def planned(variant: str, workload: str) -> str | None:
-    """The fault kind ("oom" or "crash") meant for this variant and workload, if any."""
+def planned(variant: str, pair: str, workload: str | None = None) -> str | None:
+    """The fault kind ("oom" or "crash") meant for this variant and pair (or its workload), if any."""
     spec = os.environ.get(ENV, "")
     kind, _, target = spec.partition(":")
-    want_variant, _, want_workload = target.partition(":")
-    if not spec or want_variant != variant or want_workload not in ("", workload):
+    want_variant, _, want = target.partition(":")
+    if not spec or want_variant != variant or want not in ("", pair, workload):
         return None
     return kind
 

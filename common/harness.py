@@ -107,15 +107,15 @@ def start(script_file: str, doc: str | None = None, argv: list[str] | None = Non
     path = Path(script_file).resolve()
     stack = contextlib.ExitStack()
     hooks = stack.enter_context(process_hooks(path.name))
-    recipe, workload, variant = recipes.identify(script_file)
+    recipe, pair, workload, variant = recipes.identify(script_file)
     overrides = getattr(recipes.script_settings(script_file), "DEFAULTS", {})
     if path.is_relative_to(env.REPO_ROOT):
         hooks.prog = "python -m " + ".".join(path.relative_to(env.REPO_ROOT).with_suffix("").parts)
-    parser = cli.script_parser(hooks.prog, doc or "", workload, overrides)
+    parser = cli.script_parser(hooks.prog, doc or "", workload, overrides, pair)
     if extend is not None:
         extend(parser)
     args = parser.parse_args(argv)
-    run = Run(recipe, workload, variant, args, overrides, hooks.prog)  # input errors: one line, via the hook
+    run = Run(recipe, workload, variant, args, overrides, hooks.prog, pair)  # input errors: one line, via the hook
     hooks.run, run._hooks = run, stack
     return run
 
@@ -129,20 +129,21 @@ class WarmUp:
 
 
 class Run:
-    def __init__(self, recipe, workload, variant, args, overrides, prog="harness"):
+    def __init__(self, recipe, workload, variant, args, overrides, prog="harness", pair=None):
         self.recipe, self.workload, self.variant, self.prog = recipe, workload, variant, prog
+        self.pair = pair or workload  # churn_serving: a second churn pair of the same recipe
         self.args = args
         self.device, self.notices = resolve_device(args.device)
         self.smoke = args.smoke
         mode = "smoke" if args.smoke else self.device.type
-        sizes = presets.defaults(workload, mode, overrides)
+        sizes = presets.defaults(workload, mode, overrides, self.pair)
         pick = lambda key: getattr(args, key, None) if getattr(args, key, None) is not None else sizes.get(key)  # noqa: E731
         self.batch_size, self.steps, self.warmup = pick("batch_size"), pick("steps"), pick("warmup")
         self.profile_steps, self.image_size = pick("profile_steps"), pick("image_size")
         self.min_time_s = pick("min_time")
         self.seed, self.data = args.seed, args.data
         self.memory_dir = Path(args.memory_dir) if args.memory_dir else None
-        name = f"{workload}_{variant}"
+        name = f"{self.pair}_{variant}"
         self.out = Path(args.out or env.REPO_ROOT / "reports" / "results" / recipe / f"{name}.json")
         _writable_dir(self.out.parent, "output folder")
         self.trace_dir = Path(args.trace_dir or env.REPO_ROOT / "reports" / "traces" / recipe / name)
@@ -200,7 +201,7 @@ class Run:
     def loop(self, batches):
         """Yield warm-up, timed, profiled and counted batches; each stage measures its own."""
         self._stream = iter(batches)
-        fault = faults.planned(self.variant, self.workload)
+        fault = faults.planned(self.variant, self.pair, self.workload)
         if fault:
             self._stream = faults.wrap(self._stream, fault, at=self.warmup)
         self._warm = yield from self._warm_up()
@@ -288,7 +289,7 @@ class Run:
         self.stage = "profiled steps"
         if not self.profile_steps:
             return None
-        worker = f"{self.workload}_{self.variant}"
+        worker = f"{self.pair}_{self.variant}"
         snapshot = self.memory_dir is not None and self.device.type == "cuda"
         if snapshot:
             torch.cuda.memory._record_memory_history(max_entries=100_000)  # allocations with stacks
@@ -324,7 +325,7 @@ class Run:
                       min_time_s=self.min_time_s or 0.0)
 
     def _result(self, status: str) -> RunResult:
-        return RunResult(recipe=self.recipe, workload=self.workload, variant=self.variant, status=status,
+        return RunResult(recipe=self.recipe, workload=self.workload, pair=self.pair, variant=self.variant, status=status,
                          device=self.device.type, smoke=self.smoke, config=self._config(), env=env.stamp(self.device),
                          data_source=self.data_source, notices=self.notices,
                          total_s=time.perf_counter() - self._t_start)
@@ -380,7 +381,7 @@ def summary(r: RunResult, out: Path) -> str:
            else f"{m.peak_mb:.0f} MB peak RSS (CPU, whole process)")
     longer = f" (more than the preset's {cfg.steps}: at least {cfg.min_time_s:g} s of steps)" if s.n > cfg.steps else ""
     lines = [
-        f"{r.recipe}/{r.workload} {r.variant} on {env.describe_device(r.env)}",
+        f"{r.recipe}/{r.pair} {r.variant} on {env.describe_device(r.env)}",
         f"  data       {src.get('kind', '?')}{' - ' + src['note'] if src.get('note') else ''}",
         f"  setup      batch {cfg.batch_size}{size}, {s.n} timed steps{longer} after {t.warmup_steps} warm-up "
         f"steps ({t.warmup_s:.2f} s; the first step alone {fmt(t.first_step_s, '.2f')} s, compile included)",

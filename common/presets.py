@@ -19,9 +19,12 @@ PRESETS = {
 WORKLOADS = tuple(PRESETS)
 
 
-def defaults(workload: str, mode: str, recipe_overrides: dict | None = None) -> dict:
-    """The preset, with a recipe's own overrides for that workload and mode (smoke stays tiny)."""
+def defaults(workload: str, mode: str, recipe_overrides: dict | None = None, pair: str | None = None) -> dict:
+    """The preset, with a recipe's own overrides for that workload (or pair, e.g. churn_serving)
+    and mode; smoke stays tiny unless an override names "smoke" itself."""
     values = dict(PRESETS[workload][mode])
-    if mode != "smoke":
-        values.update((recipe_overrides or {}).get(workload, {}).get(mode, {}))
+    overrides = recipe_overrides or {}
+    for key in dict.fromkeys((workload, pair or workload)):
+        if mode != "smoke" or "smoke" in overrides.get(key, {}):
+            values.update(overrides.get(key, {}).get(mode, {}))
     return values

@@ -1,5 +1,8 @@
-"""The recipes on disk: recipes/<recipe>/<workload>_{slow,fast}.py plus recipes/<recipe>/__init__.py
-holding the recipe's settings (TITLE, PARITY tolerance, DEFAULTS overrides)."""
+"""The recipes on disk: recipes/<recipe>/<pair>_{slow,fast}.py plus recipes/<recipe>/__init__.py
+holding the recipe's settings (TITLE, PARITY tolerance, EVIDENCE, DEFAULTS overrides).
+
+A pair is named after its workload (`churn`, `resnet18`), or after its workload and a scenario
+when a recipe has two pairs on one workload (`churn_serving` beside `churn`, which trains)."""
 import importlib
 from pathlib import Path
 
@@ -24,8 +27,16 @@ def check(recipe: str) -> str:
 
 
 def workloads(recipe: str) -> list[str]:
+    """The recipe's pairs, workload by workload: churn, churn_serving, resnet18."""
     folder = RECIPES_DIR / recipe
-    return [w for w in WORKLOADS if all((folder / f"{w}_{v}.py").exists() for v in VARIANTS)]
+    stems = {p.stem[:-len("_slow")] for p in folder.glob("*_slow.py")}
+    pairs = [s for s in stems if (folder / f"{s}_fast.py").exists() and workload_of(s)]
+    return sorted(pairs, key=lambda s: (WORKLOADS.index(workload_of(s)), s))
+
+
+def workload_of(pair: str) -> str | None:
+    """churn_serving -> churn; resnet18 -> resnet18; anything else -> None."""
+    return next((w for w in WORKLOADS if pair == w or pair.startswith(w + "_")), None)
 
 
 def script(recipe: str, workload: str, variant: str) -> Path:
@@ -36,17 +47,26 @@ def settings(recipe: str):
     return importlib.import_module(f"recipes.{recipe}")
 
 
-def identify(script_file: str) -> tuple[str, str, str]:
-    """recipes/amp/resnet18_fast.py -> ('amp', 'resnet18', 'fast'); outside recipes/ the name only
-    has to start with a workload: baselines/churn_mlp.py -> ('baselines', 'churn', 'mlp')."""
+def identify(script_file: str) -> tuple[str, str, str, str]:
+    """recipes/amp/resnet18_fast.py -> ('amp', 'resnet18', 'resnet18', 'fast') as (recipe, pair,
+    workload, variant); recipes/cuda_graphs/churn_serving_slow.py -> (..., 'churn_serving', 'churn',
+    'slow'); outside recipes/ the name only has to start with a workload: baselines/churn_mlp.py ->
+    ('baselines', 'churn', 'churn', 'mlp')."""
     path = Path(script_file).resolve()
+    in_recipes = path.parent.parent == RECIPES_DIR
+    if in_recipes:
+        pair, _, variant = path.stem.rpartition("_")
+        workload = workload_of(pair)
+        if workload is None or variant not in VARIANTS:
+            raise CookbookError(f"{path.name}: a script here is named <workload>[_<scenario>]_<slow|fast>.py, "
+                                f"workload one of {', '.join(WORKLOADS)}")
+        return path.parent.name, pair, workload, variant
     workload = next((w for w in WORKLOADS if path.stem.startswith(w + "_")), None)
     variant = path.stem[len(workload) + 1:] if workload else ""
-    in_recipes = path.parent.parent == RECIPES_DIR
-    if workload is None or not variant or (in_recipes and variant not in VARIANTS):
-        shape = "<workload>_<slow|fast>.py" if in_recipes else "<workload>_<name>.py"
-        raise CookbookError(f"{path.name}: a script here is named {shape}, workload one of {', '.join(WORKLOADS)}")
-    return path.parent.name, workload, variant
+    if workload is None or not variant:
+        raise CookbookError(f"{path.name}: a script here is named <workload>_<name>.py, workload one of "
+                            f"{', '.join(WORKLOADS)}")
+    return path.parent.name, workload, workload, variant
 
 
 def script_settings(script_file: str):

@@ -232,7 +232,8 @@ class Oom(Record):
 @dataclass
 class RunResult(Record):
     recipe: str
-    workload: str
+    workload: str  # churn or resnet18
+    pair: str  # the pair's name: the workload, or workload_scenario (churn_serving)
     variant: str
     status: str  # "ok" or "oom"
     device: str
@@ -282,6 +283,7 @@ class VariantAggregate(Record):
     compile: dict | None = None
     gpu_monitor: dict | None = None
     ceiling: dict | None = None  # the device's measured matmul ceilings (TFLOP/s), for MFU
+    extra: dict = field(default_factory=dict)  # what the script added to its (first) result
 
 
 @dataclass

@@ -12,7 +12,7 @@ def test_checkpointing_pairs_pass_parity(smoke_run):
         par = comparison["workloads"][w]["parity"]
         assert par["ok"] and par["early_max_rel"] <= 0.001  # the same arithmetic, replayed
     md = (reports / "checkpointing.md").read_text()
-    assert md.count("GFLOP/step") == 2 and "checkpoint_sequential" in md
+    assert md.count("**GFLOP per step (FlopCounterMode)**") == 2 and "checkpoint" in md
 
 
 def test_checkpointing_recomputes_the_forward(smoke_run):

@@ -21,4 +21,4 @@ def test_index_survives_an_unreadable_result_and_an_empty_folder(tmp_path):
     folder.mkdir(parents=True)
     (folder / "comparison.json").write_text(json.dumps({"schema_version": 1, "workloads": {"churn": {"speedup": 2.0}}}))
     md = index.render(tmp_path)[0].read_text()
-    assert "| [amp](amp.md) | ? | unreadable results: re-run make recipe-amp |" in md
+    assert "| [amp](amp.md) | ? | unreadable results: re-run make recipe-amp (" in md

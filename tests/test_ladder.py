@@ -1,9 +1,10 @@
-"""`make ladder` in smoke mode: every rung runs and keeps parity with the naive rung 0."""
-import json
-
+"""`make ladder` in smoke mode: every rung runs, keeps parity with the naive rung 0, and changes
+what it says it changes against the rung below."""
 import pytest
 
 import ladder
+from common import metrics
+from common.results import LadderSummary, read_result
 from conftest import run_module
 
 
@@ -14,62 +15,126 @@ def climbed(tmp_path_factory):
     return proc, reports
 
 
-def summary(reports, workload):
-    return json.loads((reports / "results" / "ladder" / f"{workload}.json").read_text())
+def summary(reports, workload) -> LadderSummary:
+    return read_result(reports / "results" / "ladder" / f"{workload}.json", LadderSummary)
 
 
 def test_every_rung_runs_and_passes_parity_against_the_naive_one(climbed):
     proc, reports = climbed
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for w, spec in ladder.RUNGS.items():
-        rungs = summary(reports, w)["rungs"]
-        assert [r["name"] for r in rungs] == [r["name"] for r in spec["rungs"]]
-        assert all(r["status"] == "ok" for r in rungs)
-        assert rungs[0]["parity"] is None and all(r["parity"]["ok"] for r in rungs[1:]), w
+    for w, spec in ladder.LADDERS.items():
+        rungs = summary(reports, w).rungs
+        assert [r.id for r in rungs] == spec.ids
+        assert all(r.status == "ok" for r in rungs)
+        assert rungs[0].parity is None and all(r.parity.ok for r in rungs[1:]), w
         md = (reports / f"ladder_{w}.md").read_text()
         assert md.count("| ok") == len(rungs) - 1 and "not a GPU result" in md and "Not checked" in md
+        assert all(f"(`{i}`)" in md for i in spec.ids)
+
+
+def test_every_rung_changes_what_it_says_against_the_rung_below(climbed):
+    """Each rung declares what its technique moves (ladder.RungSpec.changes): a metric, the config,
+    or a fact the script observed. Checked against the rung below, on this CPU run."""
+    _, reports = climbed
+    checked = 0
+    for w, spec in ladder.LADDERS.items():
+        rungs = summary(reports, w).rungs
+        for below, rung, rs in zip(rungs, rungs[1:], spec.rungs[1:]):
+            a, b = below.aggregate, rung.aggregate
+            assert rs.changes, f"{w} rung {rs.id} declares no change"
+            for kind, key, want in rs.changes:
+                if kind == "metric":
+                    x, y = metrics.get(key).value(a), metrics.get(key).value(b)
+                    assert x is not None and y is not None, (w, rs.id, key)
+                    assert (y < x) if want == "down" else (y > x), (w, rs.id, key, x, y)
+                elif kind == "config":
+                    assert getattr(b.config, key) > getattr(a.config, key), (w, rs.id, key)
+                else:
+                    assert b.extra["observed"][key] == want != a.extra["observed"].get(key), (w, rs.id, key)
+                checked += 1
+    assert checked >= 15
 
 
 def test_the_same_data_gives_the_same_losses_until_the_data_changes(climbed):
     """Churn serves the same requests with the same weights on every rung; ResNet-18's first rungs
     see the same crops (seeded per sample), so only their speed may differ."""
     _, reports = climbed
-    for r in summary(reports, "churn")["rungs"][1:]:
-        assert r["parity"]["max_rel"] <= 1e-4, r["name"]
-    for r in summary(reports, "resnet18")["rungs"][1:3]:
-        assert r["parity"]["max_rel"] <= 1e-6, r["name"]
+    for r in summary(reports, "churn").rungs[1:]:
+        assert r.parity.max_rel <= 1e-4, r.name
+    for r in summary(reports, "resnet18").rungs[1:3]:
+        assert r.parity.max_rel <= 1e-6, r.name
 
 
 def test_syncs_leave_at_their_rung(climbed):
     _, reports = climbed
     for w, rung in (("churn", 2), ("resnet18", 2)):
-        syncs = [r["evidence"]["syncs_per_step"] for r in summary(reports, w)["rungs"]]
+        syncs = [r.aggregate.evidence.syncs_per_step for r in summary(reports, w).rungs]
         assert syncs[rung - 1] >= 1 and all(s == 0 for s in syncs[rung:]), (w, syncs)
 
 
-def test_the_larger_batch_rung_runs_a_larger_batch(climbed):
+def test_speedups_are_against_rung_0_and_the_rung_below(climbed):
     _, reports = climbed
-    rungs = summary(reports, "resnet18")["rungs"]
-    assert rungs[-1]["batch_size"] > rungs[-2]["batch_size"]
-    assert rungs[-1]["cumulative"] == pytest.approx(
-        rungs[-1]["stats"]["throughput_per_s"] / rungs[0]["stats"]["throughput_per_s"])
+    rungs = summary(reports, "resnet18").rungs
+    assert rungs[-1].aggregate.config.batch_size > rungs[-2].aggregate.config.batch_size
+    assert rungs[-1].cumulative == pytest.approx(rungs[-1].aggregate.throughput_per_s / rungs[0].aggregate.throughput_per_s)
+    per_sample = lambda r: r.aggregate.median_ms / r.aggregate.config.batch_size  # noqa: E731
+    for below, rung in zip(rungs, rungs[1:]):
+        assert rung.incremental.ratio == pytest.approx(per_sample(below) / per_sample(rung))
 
 
-def test_unknown_ladder_is_one_line():
+def test_incremental_speedup_is_against_the_rung_below_even_after_a_failure():
+    """The old code compared with the last rung that ran: after a failed rung, against two below."""
+    from common.ladder import summarize
+    from tests_helpers import run_result
+
+    runs = {0: [run_result(median=10.0)], 2: [run_result(median=5.0)]}  # rung 1 failed
+    table = summarize("churn", runs, [], 1, "cpu", "test").rungs
+    assert table[1].status == "failed" and table[2].incremental is None and table[2].cumulative == 2.0
+
+
+def test_unknown_ladder_and_rung_are_one_line():
     proc = run_module("common.ladder", "gpt2")
     assert proc.returncode == 2 and "no ladder for gpt2" in proc.stderr and proc.stderr.count("\n") == 1
+    proc = run_module("ladder.churn_serving", "--rung", "warp_drive", "--smoke")
+    assert proc.returncode == 2 and "no rung 'warp_drive'" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_techniques_are_switched_by_id_and_an_unknown_id_raises():
+    on = ladder.switches("resnet18", ladder.rung_index("resnet18", "channels_last"))
+    assert on("loader_workers") and on("channels_last") and not on("amp")
+    with pytest.raises(KeyError, match="no technique 'warp_drive'"):
+        on("warp_drive")
+    assert ladder.rung_index("resnet18", "3") == 3
+
+
+def test_fp16_gets_a_grad_scaler_bf16_does_not(monkeypatch):
+    import torch
+
+    made = []
+    monkeypatch.setattr(torch.amp, "GradScaler", lambda device, enabled: made.append((device, enabled)))
+    ladder.grad_scaler(torch.device("cpu"), True)  # the CPU autocasts to bf16
+    monkeypatch.setattr(ladder, "amp_dtype", lambda device: torch.float16)  # a GPU without bf16
+    ladder.grad_scaler(torch.device("cuda"), True)
+    ladder.grad_scaler(torch.device("cuda"), False)  # a rung below AMP
+    assert made == [("cpu", False), ("cuda", True), ("cuda", False)]
 
 
 def test_targets_are_checked_only_on_a_gpu_run_and_say_by_how_much():
     from common.ladder import _targets
+    from common.results import Rung
+    from common.aggregate import aggregate
+    from tests_helpers import run_result
 
-    def rung(ips, p99_ms, cumulative):
-        return {"status": "ok", "name": "x", "stats": {"throughput_per_s": ips, "p99_ms": p99_ms},
-                "cumulative": cumulative}
+    def rung(i, median_ms, batch, cumulative):
+        agg = aggregate([run_result(median=median_ms, batch_size=batch)])
+        return Rung(index=i, id=f"r{i}", name="x", adds="", status="ok", aggregate=agg, cumulative=cumulative)
 
-    gpu = {"workload": "resnet18", "mode": "cuda", "rungs": [rung(500, 70, 1.0), rung(5000, 7, 10.0)]}
+    gpu = LadderSummary(workload="resnet18", what="", mode="cuda", command="", failures=[],
+                        rungs=[rung(0, 64.0, 32, 1.0), rung(1, 6.4, 32, 10.0)])
     text = "\n".join(_targets(gpu))
     assert "5,000 images/s: missed by 2.0x" in text and "cumulative speedup 10.0x: met" in text
-    churn = {"workload": "churn", "mode": "cuda", "rungs": [rung(1e5, 1.0, 1.0), rung(9e6, 0.08, 90.0)]}
-    assert "0.080 ms: met" in "\n".join(_targets(churn))
-    assert "Not checked" in "\n".join(_targets({**gpu, "mode": "cpu"}))
+    churn = LadderSummary(workload="churn", what="", mode="cuda", command="", failures=[],
+                          rungs=[rung(0, 2.0, 512, 1.0), rung(1, 0.05, 512, 40.0)])
+    assert "ms: met" in "\n".join(_targets(churn))
+    gpu.mode = "cpu"
+    assert "Not checked" in "\n".join(_targets(gpu))

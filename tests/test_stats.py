@@ -29,6 +29,7 @@ def test_summary_reports_median_spread_and_throughput():
     assert s.p95_ms == pytest.approx(np.percentile([10, 10, 10, 50], 95))
     assert stats.is_noisy(s.cv)
     assert not stats.is_noisy(stats.summarize([10.0, 10.1, 9.9], 1).cv)
+    assert not stats.is_noisy(None)
 
 
 def test_empty_sample_is_an_error():

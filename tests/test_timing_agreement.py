@@ -47,7 +47,7 @@ def churn_twins():
 
 def harness_result(variant, step, batches, out):
     argv = ["--device", "cpu", "--steps", str(STEPS), "--warmup", str(WARMUP), "--profile-steps", "0",
-            "--data", "synthetic", "--out", str(out)]
+            "--min-time", "0", "--data", "synthetic", "--out", str(out)]
     run = harness.start(str(REPO / "recipes" / "amp" / f"churn_{variant}.py"), None, argv)
     for batch in run.loop(batches):
         run.log_loss(step(batch))
@@ -62,7 +62,7 @@ def timer_ms(step, batches):
 
 def test_report_speedup_matches_benchmark_timer(tmp_path):
     saved = sys.excepthook, signal.getsignal(signal.SIGTERM)
-    try:
+    try:  # run.finish() restores the hooks that harness.start() installs; checked here too
         twins = churn_twins()
         results = {"slow": [], "fast": []}
         timed = {"slow": [], "fast": []}
@@ -76,9 +76,10 @@ def test_report_speedup_matches_benchmark_timer(tmp_path):
     finally:
         sys.excepthook = saved[0]
         signal.signal(signal.SIGTERM, saved[1])
-    reported = compare.summarize_workload(results, amp.PARITY)["speedup"]
+    assert (sys.excepthook, signal.getsignal(signal.SIGTERM)) == saved
+    reported = compare.summarize_workload(results, amp.PARITY).speedup.ratio
     independent = median(timed["slow"]) / median(timed["fast"])
-    per_round = [(h_s["timing"]["median_ms"] / h_f["timing"]["median_ms"], t_s / t_f)
+    per_round = [(h_s.timing.summary.median_ms / h_f.timing.summary.median_ms, t_s / t_f)
                  for h_s, h_f, t_s, t_f in zip(results["slow"], results["fast"], timed["slow"], timed["fast"])]
     print(f"report {reported:.3f}x, benchmark.Timer {independent:.3f}x; per round (harness, Timer): "
           + " ".join(f"({h:.2f},{t:.2f})" for h, t in per_round))

@@ -14,7 +14,7 @@ def stamp(device="cpu") -> Stamp:
 def run_result(median=10.0, steps=20, variant="slow", losses=None, batch_size=32, device="cpu", status="ok",
                spread=0.01) -> RunResult:
     step_ms = [median * (1 + spread * ((i % 5) - 2) / 2) for i in range(steps)]
-    r = RunResult(recipe="amp", workload="churn", variant=variant, status=status, device=device, smoke=False,
+    r = RunResult(recipe="amp", workload="churn", pair="churn", variant=variant, status=status, device=device, smoke=False,
                   config=Config(batch_size=batch_size, steps=steps, warmup=2, profile_steps=0, image_size=None, seed=42,
                                 data="synthetic"),
                   env=stamp(device), data_source={"kind": "synthetic"}, notices=[], total_s=1.0)

@@ -1,0 +1,192 @@
+"""The one runner (common/runner.py), typed results and parity: unit tests with no child process
+except where the runner's launch itself is the subject."""
+import json
+import sys
+
+import pytest
+
+from common import aggregate, runner
+from common.errors import CookbookError
+from common.results import SCHEMA_VERSION, Comparison, RunResult, read_result, write_result
+from tests_helpers import run_result
+
+
+def test_one_data_grammar_for_every_runner():
+    assert runner.data_flags(["synthetic"], ["churn", "resnet18"]) == {"churn": ["--data", "synthetic"],
+                                                                      "resnet18": ["--data", "synthetic"]}
+    flags = runner.data_flags(["churn=/x/telco.csv", "resnet18=/y/cifar"], ["churn", "resnet18"])
+    assert flags == {"churn": ["--data", "/x/telco.csv"], "resnet18": ["--data", "/y/cifar"]}
+    assert runner.data_flags(["churn=/x/telco.csv"], ["resnet18"]) == {"resnet18": []}  # never sent to ResNet-18
+    for bad in ("/x/telco.csv", "gpt2=/x", "churn="):
+        with pytest.raises(CookbookError, match="WORKLOAD=PATH"):
+            runner.data_flags([bad], ["churn"])
+
+
+def test_the_ladder_and_the_diagnosis_take_the_same_grammar():
+    from common import diagnose, ladder
+
+    args = ladder.parse_args(["--data", "churn=/x/telco.csv", "--data", "resnet18=/y"])
+    assert args.data == ["churn=/x/telco.csv", "resnet18=/y"]
+    assert diagnose.parse_args(["churn", "--data", "synthetic"]).data == ["synthetic"]
+
+
+def test_rounds_alternate_who_goes_first():
+    assert runner.alternating(["slow", "fast"], 1) == ["slow", "fast"]
+    assert runner.alternating(["slow", "fast"], 2) == ["fast", "slow"]
+    assert runner.alternating(range(3), 2) == [2, 1, 0]
+
+
+def test_the_cpu_set_is_chosen_and_checked():
+    usable = runner.env.cpu_set()
+    assert runner.cpu_set(None) == (usable[1:] if len(usable) >= 4 else usable)
+    assert runner.cpu_set(str(usable[0])) == [usable[0]]
+    for bad in ("x", "99999", "0-99999"):
+        with pytest.raises(CookbookError, match="--cpus"):
+            runner.cpu_set(bad)
+
+
+def test_the_device_check_is_one_line_without_cuda():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(CookbookError, match="CUDA is not available"):
+        runner.use_cuda("cuda")
+    assert runner.use_cuda("auto") is False
+
+
+def test_the_progress_line_estimates_the_time_left():
+    import time
+
+    assert runner.progress(1, 10, time.perf_counter(), "churn slow round 1") == "[1/10] churn slow round 1 ..."
+    line = runner.progress(3, 10, time.perf_counter() - 60, "x")
+    assert line.startswith("[3/10, ~4 min left] x")
+
+
+def test_launch_reads_a_result_a_failure_and_an_out_of_memory(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import sys, json, os\n"
+        "from common.results import write_result\n"
+        "sys.path.insert(0, os.environ['HELPERS'])\n"
+        "from tests_helpers import run_result\n"
+        "out = sys.argv[sys.argv.index('--out') + 1]\n"
+        "kind = sys.argv[-1]\n"
+        "if kind == 'crash':\n"
+        "    print('some output'); raise SystemExit('boom')\n"
+        "write_result(out, run_result(status='oom' if kind == 'oom' else 'ok'))\n"
+        "raise SystemExit(3 if kind == 'oom' else 0)\n")
+    import os
+
+    os.environ["HELPERS"] = str(runner.env.REPO_ROOT / "tests")
+    ok = runner.launch([str(script)], ["ok"], tmp_path / "a.json")
+    assert ok.kind == "ok" and isinstance(ok.result, RunResult) and ok.result.timing.summary.n == 20
+    oom = runner.launch([str(script)], ["oom"], tmp_path / "b.json")
+    assert oom.kind == "oom" and oom.returncode == 3
+    bad = runner.launch([str(script)], ["crash"], tmp_path / "c.json")
+    assert bad.kind == "failed" and bad.returncode == 1 and "boom" in bad.tail[-1] and bad.log.exists()
+    failure = bad.failure("churn slow", 2)
+    assert failure.what == "churn slow" and failure.round == 2 and failure.tail == bad.tail
+
+
+def test_results_round_trip_through_json(tmp_path):
+    r = run_result(median=7.0)
+    write_result(tmp_path / "r.json", r)
+    back = read_result(tmp_path / "r.json", RunResult)
+    assert back == r and back.timing.summary.median_ms == pytest.approx(7.0)
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["schema_version"] == SCHEMA_VERSION and data["type"] == "RunResult"
+
+
+def test_a_result_of_another_schema_is_one_line_naming_the_file_and_the_command(tmp_path):
+    old = tmp_path / "comparison.json"
+    old.write_text(json.dumps({"schema_version": 1, "workloads": {}}))
+    with pytest.raises(CookbookError) as e:
+        read_result(old, Comparison, "make recipe-amp")
+    text = str(e.value)
+    assert str(old) in text and "schema_version 1" in text and f"reads {SCHEMA_VERSION}" in text
+    assert "make recipe-amp" in text and "\n" not in text
+
+
+def test_report_of_an_old_results_file_is_one_line(tmp_path, monkeypatch):
+    from conftest import run_module
+
+    proc = run_module("common.report", "no_such_recipe")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+
+
+def test_aggregation_is_the_median_of_the_process_medians():
+    agg = aggregate.aggregate([run_result(median=m) for m in (10.0, 30.0, 12.0)])
+    assert agg.median_ms == 12.0 and agg.process_medians_ms == [10.0, 30.0, 12.0]
+    assert agg.pooled.n == 60 and agg.between_cv == pytest.approx(0.6362, abs=1e-3)
+    assert agg.throughput_per_s == pytest.approx(32 * 1000 / 12.0)
+    oom = aggregate.aggregate([run_result(), run_result(status="oom")])
+    assert oom.status == "oom" and oom.median_ms is None
+
+
+def _twins(fast_losses):
+    return run_result(variant="slow"), run_result(variant="fast", losses=fast_losses)
+
+
+def test_parity_passes_identical_trajectories_and_says_how_close():
+    slow, fast = _twins(None)
+    par = aggregate.parity(slow, fast, {"early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02})
+    assert par.ok and par.max_rel == 0 and par.early_max_rel == 0 and par.steps == len(slow.losses)
+
+
+def test_parity_fails_on_a_wrong_first_step_a_drift_and_a_nan():
+    rule = {"early_steps": 5, "early_rtol": 0.01, "window": 10, "rtol": 0.02}
+    base = run_result().losses
+    early = aggregate.parity(*_twins([base[0] * 1.1] + base[1:]), rule)
+    assert not early.ok and "first 5 steps" in aggregate.parity_failure(early)
+    drift = aggregate.parity(*_twins(base[:10] + [x * 1.2 for x in base[10:]]), rule)
+    assert not drift.ok and "10-step mean loss differs" in aggregate.parity_failure(drift)
+    nan = aggregate.parity(*_twins(base[:-1] + [float("nan")]), rule)
+    assert not nan.ok and "not finite" in aggregate.parity_failure(nan)
+
+
+def test_parity_compares_the_steps_both_twins_ran():
+    """A twin that timed more steps to fill its minimum time is compared over the common prefix."""
+    slow, fast = _twins(run_result().losses + [0.5] * 30)
+    par = aggregate.parity(slow, fast, {"early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02})
+    assert par.ok and par.steps == len(slow.losses)
+
+
+def test_parity_with_no_losses_says_why():
+    slow, fast = _twins([])
+    slow.losses = []
+    par = aggregate.parity(slow, fast, {"early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02})
+    assert not par.ok and "0 and 0 steps" in aggregate.parity_failure(par)
+
+
+def test_harness_hooks_are_restored_after_finish(tmp_path):
+    import signal
+
+    from common import harness
+
+    before = sys.excepthook, signal.getsignal(signal.SIGTERM)
+    run = harness.start(str(runner.env.REPO_ROOT / "recipes" / "amp" / "churn_slow.py"), None,
+                        ["--smoke", "--profile-steps", "0", "--out", str(tmp_path / "r.json")])
+    assert sys.excepthook != before[0]
+    for _ in run.loop(iter(range(100))):
+        run.log_loss(__import__("torch").tensor(1.0))
+    run.finish()
+    assert (sys.excepthook, signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_fault_injection_wraps_the_batch_stream(monkeypatch):
+    from common import faults
+
+    monkeypatch.setenv(faults.ENV, "crash:fast:churn")
+    assert faults.planned("fast", "churn") == "crash" and faults.planned("slow", "churn") is None
+    assert faults.planned("fast", "resnet18") is None
+    stream = faults.wrap(iter(range(10)), "crash", at=3)
+    assert [next(stream) for _ in range(3)] == [0, 1, 2]
+    with pytest.raises(RuntimeError, match="injected crash"):
+        next(stream)
+    import inspect
+
+    from common import harness
+
+    timed = inspect.getsource(harness.Run._timed)
+    assert "fault" not in timed.lower()  # nothing of it inside the timed loop
