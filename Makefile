@@ -39,6 +39,9 @@ recipes: $(SETUP) ## run every recipe (a failure does not stop the others) -> re
 	@status=0; for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.compare $$r $(ARGS) || status=1; done; \
 	$(PY) -m common.index; exit $$status
 
+sweep-%: $(SETUP) ## the regime map: a recipe's pair across batch size (or workers) -> reports/sweep_<recipe>.md
+	$(PY) -m common.sweep $* $(ARGS)
+
 diagnose-%: $(SETUP) ## the four-phase diagnosis of a baseline -> reports/baseline_<workload>.md (churn, resnet18)
 	$(PY) -m common.diagnose $* $(ARGS)
 

@@ -76,5 +76,10 @@ def script_parser(prog: str, description: str, workload: str, overrides: dict, p
     p.add_argument("--memory-dir", metavar="DIR",
                    help="during the profiled steps also record memory: the profiler's memory timeline (HTML) and, "
                         "on CUDA, an allocator snapshot (pickle for https://pytorch.org/memory_viz)")
+    p.add_argument("--memory-budget-gb", type=non_negative_float, metavar="GB",
+                   help="cap this process's GPU memory at GB (torch.cuda.set_per_process_memory_fraction), as on a "
+                        "smaller card; CUDA only")
+    p.add_argument("--workers", type=non_negative_int, metavar="N",
+                   help="DataLoader worker processes, for the scripts that use a loader (default: all cores but one)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes for CPU checks and tests")
     return p

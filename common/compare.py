@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import ceiling, env, recipes, runner, stats
+from common import budget, ceiling, env, recipes, runner, stats
 from common.aggregate import aggregate, parity, parity_failure
 from common.cli import OneLineParser, positive_int, split_passthrough
 from common.errors import CookbookError, exit_with
@@ -36,6 +36,9 @@ def parse_args(argv):
                                     "until the interval decides; 1 with --smoke)")
     p.add_argument("--max-rounds", type=positive_int, default=MAX_ROUNDS, help=f"the cap (default {MAX_ROUNDS})")
     p.add_argument("--workloads", help="comma-separated subset of the recipe's workloads (default: every pair)")
+    p.add_argument("--memory-budget-gb", type=float, default=budget.DEFAULT_GB, metavar="GB",
+                   help=f"for recipes with a memory-budget search (checkpointing): the budget (default "
+                        f"{budget.DEFAULT_GB:g}, the seed's T4); 0 skips the search")
     p.add_argument("--parity-rtol", type=float, metavar="FRACTION",
                    help="override the recipe's trajectory tolerance (windowed mean loss difference as a fraction "
                         "of the initial loss, e.g. 0.01)")
@@ -82,6 +85,8 @@ class Plan:
     smoke: bool
     command: str
     parity_rtol: float | None = None  # --parity-rtol: one tolerance for every workload
+    budget_gb: float = budget.DEFAULT_GB
+    budget_spec: dict | None = None  # the recipe's BUDGET setting, if it searches batch sizes under a budget
 
     def rule_for(self, workload: str) -> dict:
         rule = {k: v for k, v in self.parity_rule.items() if k != "workloads"}
@@ -118,7 +123,8 @@ def make_plan(argv) -> Plan:
                 script_flags={w: common_flags + data[recipes.workload_of(w)] + args.script_args for w in workloads},
                 cpus=runner.cpu_set(args.cpus), reports_dir=reports_dir, results_dir=results_dir,
                 traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke,
-                command="python -m common.compare " + " ".join(argv))
+                command="python -m common.compare " + " ".join(argv),
+                budget_spec=getattr(settings, "BUDGET", None), budget_gb=args.memory_budget_gb)
 
 
 def run_variant(plan: Plan, workload, variant, round_no) -> runner.Outcome:
@@ -213,7 +219,26 @@ def run_all(plan: Plan) -> Comparison:
         by_variant, failures, reason = run_workload(plan, workload, counter)
         comparison.failures += failures
         comparison.workloads[workload] = summarize_workload(by_variant, plan.rule_for(workload), reason, plan.rounds.looks)
+    if plan.budget_spec and plan.budget_spec["pair"] in plan.workloads and plan.budget_gb:
+        comparison.budget = search_budget(plan)
     return comparison
+
+
+def search_budget(plan: Plan) -> dict:
+    """The largest batch each twin trains under the memory budget (CUDA only)."""
+    pair, gb = plan.budget_spec["pair"], plan.budget_gb
+    found = {"pair": pair, "budget_gb": gb}
+    if not plan.cuda:
+        return {**found, "note": "the memory budget needs CUDA: not searched on this CPU"}
+    if plan.smoke:
+        return {**found, "note": "not searched in smoke mode"}
+    flags = [f for f in plan.script_flags[pair] if f != "--smoke"] + budget.probe_flags(gb)
+    for variant in recipes.VARIANTS:
+        print(f"largest batch under a {gb:g} GB budget, {pair} {variant}:", flush=True)
+        s = budget.search(f"recipes.{plan.recipe}.{pair}_{variant}", flags, plan.results_dir / "budget" / variant,
+                          plan.cpus, plan.budget_spec["start"])
+        found[variant] = {"fits": s.fits, "fails": s.fails, "probes": s.probes}
+    return found
 
 
 def finish(plan: Plan, comparison: Comparison) -> int:

@@ -24,12 +24,13 @@ def device_batches(run, *tensors):
     return DeviceBatches(tensors, run.batch_size, run.generator)
 
 
-def cifar10_train_batches(run):
-    """CIFAR-10 train images (uint8, on the device) -> augmented, normalized float batches."""
+def cifar10_train_batches(run, channels_last: bool = False):
+    """CIFAR-10 train images (uint8, on the device) -> augmented, normalized float batches (NHWC in
+    memory with channels_last=True: the layout tensor-core convolutions want)."""
     images, labels, run.data_source = cifar10.load_train(run.data)
     tensors = (torch.from_numpy(images).to(run.device), torch.from_numpy(labels).to(run.device))
     return DeviceBatches(tensors, run.batch_size, run.generator,
-                         transform=CropFlipNormalize(run.image_size, run.generator, run.device))
+                         transform=CropFlipNormalize(run.image_size, run.generator, run.device, channels_last))
 
 
 def churn_serving(run):

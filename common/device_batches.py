@@ -56,9 +56,10 @@ class CropFlipNormalize:
     """RandomResizedCrop(size) + RandomHorizontalFlip + ToTensor + Normalize on a uint8 NHWC batch,
     as one affine_grid + grid_sample (bilinear) on the device."""
 
-    def __init__(self, size: int, generator: torch.Generator, device):
+    def __init__(self, size: int, generator: torch.Generator, device, channels_last: bool = False):
         self.size = size
         self.generator = generator
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self.mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
         self.std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
 
@@ -77,4 +78,4 @@ class CropFlipNormalize:
         theta[:, 1, 2] = cy
         grid = F.affine_grid(theta, [n, 3, self.size, self.size], align_corners=False)
         out = F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
-        return (out - self.mean) / self.std, labels
+        return ((out - self.mean) / self.std).contiguous(memory_format=self.memory_format), labels

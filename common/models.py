@@ -1,4 +1,6 @@
 """The workloads' models: the seed's ProblematicChurnModel, a clean churn MLP, ResNet-18."""
+import contextlib
+
 import torch
 import torch.nn as nn
 
@@ -72,3 +74,22 @@ def resnet18_stages(num_classes: int = 10) -> nn.Sequential:
     stem = nn.Sequential(net.conv1, net.bn1, net.relu, net.maxpool)
     head = nn.Sequential(net.avgpool, nn.Flatten(1), net.fc)
     return nn.Sequential(stem, net.layer1, net.layer2, net.layer3, net.layer4, head)
+
+
+@contextlib.contextmanager
+def batchnorm_stats_kept(module: nn.Module, inner=None):
+    """Run `inner` (a context, e.g. a checkpoint's recomputation) with the running statistics of
+    every BatchNorm in `module` restored afterwards. A recomputed train-mode BatchNorm updates its
+    running mean, variance and count a second time per step (PyTorch issue 96136); the forward has
+    already updated them once, so the recomputation must leave them as it found them."""
+    norms = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
+    saved = [(m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone()) for m in norms]
+    try:
+        with inner if inner is not None else contextlib.nullcontext():
+            yield
+    finally:  # the recomputation may end early, by an exception (it stops once it has what it needs)
+        with torch.no_grad():
+            for m, (mean, var, count) in zip(norms, saved):
+                m.running_mean.copy_(mean)
+                m.running_var.copy_(var)
+                m.num_batches_tracked.copy_(count)

@@ -145,6 +145,53 @@ def _headline(entry: WorkloadComparison) -> str:
     return f"{text} ({entry.rounds_reason})" if entry.rounds_reason else text
 
 
+HOST_BOUND_IDLE = 0.5  # a slow twin whose GPU idles this much of its steps is host-bound
+HOST_FIXES = ("cuda_graphs", "compile", "fused_ops", "folded_ops")
+
+
+def host_bound(v: VariantAggregate) -> bool:
+    idle = v.evidence.gpu_idle_share if v.evidence else None
+    return v.env.device_type == "cuda" and idle is not None and idle >= HOST_BOUND_IDLE
+
+
+def _host_bound(recipe: str, entry: WorkloadComparison) -> list[str]:
+    """A host-bound step where the technique did not pay: say so first, with the evidence."""
+    slow = entry.slow
+    if not host_bound(slow) or entry.speedup.verdict == "faster":
+        return []
+    ev = slow.evidence
+    fixes = ", ".join(f"[`{r}`](../recipes/{r}/README.md)" for r in HOST_FIXES if r != recipe)
+    return [f"- **Host-bound: this step cannot get faster from this technique here.** The GPU is idle "
+            f"{ev.gpu_idle_share:.0%} of the slow twin's profiled steps, while the host spends "
+            f"{slow.host.get('cpu_ms_per_step') or 0:.2f} ms of CPU per step running {ev.ops_per_step:.0f} ops and "
+            f"launching {ev.kernels_per_step:.0f} kernels. A technique that changes the GPU's work moves nothing "
+            f"while the GPU waits for the host; what cuts host work does: {fixes}. The recipe's README says where "
+            f"this one pays."]
+
+
+def _budget_lines(b: dict | None) -> list[str]:
+    if not b:
+        return []
+    out = ["## Under a memory budget", ""]
+    if b.get("note"):
+        return out + [f"Largest batch of {b['pair']} under a {b['budget_gb']:g} GB budget: {b['note']}.", ""]
+    slow, fast = b.get("slow", {}), b.get("fast", {})
+    def fits(v):
+        if v.get("fits") is None:
+            return "not even the first probe" if v.get("fails") else "no answer (a probe failed)"
+        return f"batch {v['fits']}" + ("" if v.get("fails") else " (the largest probed)")
+    head = f"Under a {b['budget_gb']:g} GB budget (`--memory-budget-gb`), {b['pair']} **fits {fits(slow)} without checkpointing, {fits(fast)} with**"
+    if slow.get("fits") and fast.get("fits"):
+        head += f" ({fast['fits'] / slow['fits']:.2f}x the batch)"
+    out += [head + ".", ""]
+    for name, v in (("without", slow), ("with", fast)):
+        probes = ", ".join(f"{batch} {'ok' if kind == 'ok' else kind}" for batch, kind in v.get("probes", []))
+        out.append(f"- {name}: probes {probes}")
+    return out + ["", "Each probe trains a few steps at one batch size in its own process with the GPU's memory capped "
+                      "(`torch.cuda.set_per_process_memory_fraction`); doubling until one runs out of memory, then "
+                      "bisecting.", ""]
+
+
 def _process_lines(entry: WorkloadComparison, cpu: bool):
     out = []
     for name, v in _variants(entry):
@@ -198,6 +245,7 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     cfg = slow.config
     cpu = slow.env.device_type != "cuda"
     size = f", {cfg.image_size} px crops" if cfg.image_size else ""
+    out += _host_bound(recipe, entry)
     out += [f"- {_headline(entry)}", f"- Memory: {fast.memory.peak_mb:.0f} MB vs {slow.memory.peak_mb:.0f} MB "
             f"({(fast.memory.peak_mb / slow.memory.peak_mb - 1) * 100:+.1f}%)" if slow.memory.peak_mb else "- Memory: n/a"]
     for key in (k for k in keys if metrics.get(k).value(slow) is not None):  # the point of the recipe, first
@@ -212,6 +260,11 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     out += ["| variant | " + " | ".join(m.column(cpu) for m in cols) + " |", "|---|" + "---:|" * len(cols)]
     for name, v in (("slow", slow), ("fast", fast)):
         out.append(f"| {name} | " + " | ".join(m.text(v) for m in cols) + " |")
+    if fast.compile:
+        c = fast.compile
+        out.append(f"- torch.compile (fast twin): {c['graphs']} graph(s), {c['graph_breaks']} graph break(s), "
+                   f"{c['recompiles']} recompilation(s)" + (f"; breaks: {'; '.join(c['break_reasons'])}"
+                                                            if c.get("break_reasons") else ""))
     out += [""] + _process_lines(entry, cpu)
     par = entry.parity
     if par.max_rel is not None:
@@ -287,6 +340,7 @@ def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
               "excluded and shown on its own.", ""]
     for workload, entry in comparison.workloads.items():
         lines += _workload_section(recipe, workload, entry, reports_dir, comparison.evidence_keys)
+    lines += _budget_lines(comparison.budget)
     if comparison.failures:
         lines += ["## Failed runs", ""]
         for f in comparison.failures:

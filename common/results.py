@@ -348,6 +348,7 @@ class Comparison(Record):
     workloads: dict[str, WorkloadComparison]
     failures: list[Failure]
     rounds: dict = field(default_factory=dict)  # how many processes and why (min, max, floor)
+    budget: dict | None = None  # checkpointing: the largest batch that trains under a memory budget
 
 
 @dataclass

@@ -26,7 +26,7 @@ scaler = grad_scaler(run.device, enabled=on("amp"))
 if on("gpu_input"):
     batches, loader_workers = data.cifar10_train_batches(run), 0  # uint8 images on the device, augmented there
 elif on("loader_workers"):
-    loader_workers = workers()
+    loader_workers = workers(run)
     batches = data.loader(run, data.cifar10_train_dataset(run), num_workers=loader_workers, pin_memory=cuda,
                           persistent_workers=True, prefetch_factor=4)
 else:

@@ -8,5 +8,8 @@ TITLE = "Automatic mixed precision (AMP)"
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.03, "window": 10, "rtol": 0.05}
 EVIDENCE = ("peak_mb",)  # 16-bit activations: less memory; the speed is the headline
 # AMP speeds up the math, so the pair runs where the math dominates: at the seed's batch of 32 an
-# H100 spends much of a ResNet-18 step launching kernels (see the README: `--batch-size 32`).
-DEFAULTS = {"resnet18": {"cuda": {"batch_size": 128}}}
+# H100 spends much of a ResNet-18 step launching kernels (see the README and the sweep).
+DEFAULTS = {"resnet18": {"cuda": {"batch_size": 256}}}
+# `make sweep-amp`: the batch size decides whether the step is launch-bound or math-bound
+SWEEP = {"pair": "resnet18", "flag": "--batch-size", "knob": "batch size",
+         "values": {"cuda": [16, 32, 64, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]}}

@@ -1,18 +1,19 @@
 """AMP recipe, ResNet-18 on CIFAR-10, slow twin: fp32 training.
 
 ResNet-18 (10 classes, weights=None), Adam(lr=1e-4), CrossEntropyLoss, 224 px crops. The input
-pipeline lives on the device (uint8 CIFAR-10 there, random-resized-crop + flip in batches) so the
-pair measures the arithmetic's precision and nothing else.
+pipeline lives on the device (uint8 CIFAR-10 there, random-resized-crop + flip in batches), and
+model and batches are channels_last in both twins: in NCHW, bf16 BatchNorm falls back to slow
+native kernels and cuDNN converts layouts, which hides what 16-bit math buys (see the README).
 """
 import torch
 
 from common import data, harness, models
 
 run = harness.start(__file__, __doc__)
-model = models.resnet18().to(run.device)
+model = models.resnet18().to(run.device, memory_format=torch.channels_last)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run)
+batches = data.cifar10_train_batches(run, channels_last=True)
 
 for images, labels in run.loop(batches):
     with run.phase("forward"):

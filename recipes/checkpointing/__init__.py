@@ -8,6 +8,11 @@ PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "windo
 EVIDENCE = ("peak_mb", "gflop_per_step")  # activations dropped, then recomputed
 # Checkpointing trades compute for activation memory, so the pairs run where activations dominate:
 # the churn MLP at batch 4096 (about 120 MB of activations against 19 MB of weights, gradients and
-# Adam state); ResNet-18 at batch 64 on CUDA.
+# Adam state); ResNet-18 at batch 128 on CUDA.
 DEFAULTS = {"churn": {"cuda": {"batch_size": 4096}, "cpu": {"batch_size": 4096, "steps": 40}},
-            "resnet18": {"cuda": {"batch_size": 64}}}
+            "resnet18": {"cuda": {"batch_size": 128}}}
+# what checkpointing is for: under a fixed memory budget (a 16 GB T4 by default, --memory-budget-gb),
+# the largest batch each twin trains
+BUDGET = {"pair": "resnet18", "start": 64}
+SWEEP = {"pair": "resnet18", "flag": "--batch-size", "knob": "batch size",
+         "values": {"cuda": [32, 64, 128, 256, 512], "cpu": [2, 4, 8], "smoke": [2, 4]}}

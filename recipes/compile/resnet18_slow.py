@@ -1,20 +1,22 @@
-"""Compile recipe, ResNet-18 on CIFAR-10, slow twin: eager training.
+"""Compile recipe, ResNet-18 on CIFAR-10, slow twin: eager training at a launch-bound batch.
 
-ResNet-18 (10 classes, weights=None), Adam(lr=1e-4), CrossEntropyLoss, 224 px crops, the input
-pipeline on the device; every op of the forward and backward is its own kernel launch.
+ResNet-18 (10 classes, weights=None), Adam(lr=1e-4, fused), CrossEntropyLoss, 224 px crops, the
+input pipeline on the device; bf16 autocast and channels_last in both twins, so the GPU work per
+step is small (batch 32) and the step is bound by the host launching its ~500 kernels one by one:
+the regime where compiling into CUDA graphs pays (see the README and `make sweep-compile`).
 """
 import torch
 
 from common import data, harness, models
 
 run = harness.start(__file__, __doc__)
-model = models.resnet18().to(run.device)
-optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+model = models.resnet18().to(run.device, memory_format=torch.channels_last)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=run.device.type == "cuda")
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run)
+batches = data.cifar10_train_batches(run, channels_last=True)
 
 for images, labels in run.loop(batches):
-    with run.phase("forward"):
+    with run.phase("forward"), torch.autocast(run.device.type, dtype=torch.bfloat16):
         outputs = model(images)
         loss = criterion(outputs, labels)
     with run.phase("backward"):

@@ -14,7 +14,7 @@ run = harness.start(__file__, __doc__)
 model = models.resnet18().to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.loader(run, data.cifar10_train_dataset(run), num_workers=workers(),  # augment in parallel
+batches = data.loader(run, data.cifar10_train_dataset(run), num_workers=workers(run),  # augment in parallel
                       pin_memory=run.device.type == "cuda",  # page-locked batches: async DMA to the GPU
                       persistent_workers=True,  # keep the workers (and their state) across epochs
                       prefetch_factor=4)  # each worker keeps 4 batches ready

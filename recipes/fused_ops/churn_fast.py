@@ -1,8 +1,8 @@
-"""Fused-ops recipe, churn MLP on Telco, fast twin: extra ops folded away, a fused Adam.
+"""Fused-ops recipe, churn MLP on Telco, fast twin: a fused Adam.
 
-The seed's two elementwise ops are applied once to the whole data set instead of to every batch
-(the same numbers), the unread mean is gone, and Adam updates every parameter in a few fused kernels
-(CUDA) or a few multi-tensor ops (CPU). BCELoss, lr 1e-3, batch 64.
+The churn MLP (38 -> 512 -> 1024 -> 512 -> 256 -> 128 -> 1, ReLU + Dropout(0.3), Sigmoid), BCELoss,
+batch 64; Adam(lr=1e-3) updates every parameter in a few fused kernels (CUDA) or a few multi-tensor
+ops (CPU).
 """
 import torch
 
@@ -10,10 +10,9 @@ from common import data, harness, models
 
 run = harness.start(__file__, __doc__)
 features, targets = data.churn_train(run)
-features = (features + 0.0001) * 1.0001  # the forward's two needless ops, folded into the data once
-model = models.ChurnMLP(features.shape[1]).to(run.device)  # the same layers, without the per-batch extras
+model = models.ChurnMLP(features.shape[1]).to(run.device)
 fused = run.device.type == "cuda"  # fused Adam: a few kernels for all parameters (CUDA); foreach elsewhere
-optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=fused, foreach=not fused)  # not 9 small ops per parameter tensor
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=fused, foreach=not fused)  # not 9 ops per tensor
 criterion = torch.nn.BCELoss()
 batches = data.device_batches(run, features, targets)
 

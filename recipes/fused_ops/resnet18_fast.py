@@ -1,8 +1,8 @@
-"""Fused-ops recipe, ResNet-18 on CIFAR-10, fast twin: a fused Adam, gradients set to None.
+"""Fused-ops recipe, ResNet-18 on CIFAR-10, fast twin: a fused Adam.
 
 ResNet-18 (10 classes, weights=None), Adam(lr=1e-4) fused into a few kernels over all 62 parameter
-tensors on CUDA (multi-tensor `foreach` on CPU), `zero_grad(set_to_none=True)` (no kernel: the
-backward writes fresh gradients), CrossEntropyLoss, 224 px crops, the input pipeline on the device.
+tensors on CUDA (multi-tensor `foreach` on CPU), CrossEntropyLoss, 224 px crops, the input
+pipeline on the device.
 """
 import torch
 
@@ -11,7 +11,7 @@ from common import data, harness, models
 run = harness.start(__file__, __doc__)
 model = models.resnet18().to(run.device)
 fused = run.device.type == "cuda"  # fused Adam: a few kernels for all parameters (CUDA); foreach elsewhere
-optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=fused, foreach=not fused)  # not 9 small ops per parameter tensor
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=fused, foreach=not fused)  # not 9 ops per tensor
 criterion = torch.nn.CrossEntropyLoss()
 batches = data.cifar10_train_batches(run)
 
@@ -20,7 +20,7 @@ for images, labels in run.loop(batches):
         outputs = model(images)
         loss = criterion(outputs, labels)
     with run.phase("backward"):
-        optimizer.zero_grad(set_to_none=True)  # no fill kernels: the backward allocates fresh gradients
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
     with run.phase("optimizer"):
         optimizer.step()

@@ -12,7 +12,8 @@ from common import data, harness, models
 run = harness.start(__file__, __doc__)
 requests = data.churn_serving(run)
 model = models.ChurnMLP(requests.shape[1]).to(run.device).eval()
-model = torch.compile(model, mode="reduce-overhead")  # inductor kernels, replayed as a CUDA graph on GPU
+# inductor's kernels, replayed as one CUDA graph (GPU); fullgraph: a graph break would be an error
+model = torch.compile(model, mode="reduce-overhead", fullgraph=True)
 batches = data.device_batches(run, requests)
 
 with torch.inference_mode():

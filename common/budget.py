@@ -1,0 +1,64 @@
+"""Under a memory budget, how large a batch trains: the question checkpointing answers.
+
+A probe runs a twin for a few steps at one batch size with its GPU memory capped at the budget
+(`--memory-budget-gb`, torch.cuda.set_per_process_memory_fraction) in its own process: it trains, or
+it runs out of memory (the harness's exit status 3). The search doubles the batch from a start
+until a probe runs out of memory, then bisects between the last batch that trained and the first
+that did not, down to a step of 1/16 of the batch. `make recipe-checkpointing` runs it for both
+twins and the report says "fits batch N without, M with". It needs CUDA: on a CPU the report says so.
+"""
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common import runner
+
+DEFAULT_GB = 16.0  # the seed's GPU: a T4 has 16 GB
+MAX_BATCH = 16384
+
+
+@dataclass
+class Search:
+    fits: int | None = None  # the largest batch that trained (None: not even the start)
+    fails: int | None = None  # the smallest that ran out of memory (None: up to MAX_BATCH all trained)
+    probes: list = field(default_factory=list)  # (batch, "ok" | "oom" | "failed")
+
+
+def search(module: str, flags: list[str], out_dir: Path, cpus, start: int, progress=print) -> Search:
+    """The largest batch at which `python -m module <flags> --batch-size B` trains."""
+    found = Search()
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+
+    def trains(batch: int) -> bool | None:
+        out = Path(out_dir) / f"probe_b{batch}.json"
+        outcome = runner.launch(["-m", module], flags + ["--batch-size", str(batch)], out, cpus=cpus)
+        found.probes.append((batch, outcome.kind))
+        progress(f"    batch {batch}: {'trains' if outcome.kind == 'ok' else outcome.kind}")
+        return {"ok": True, "oom": False}.get(outcome.kind)
+
+    batch = start
+    while batch <= MAX_BATCH:
+        ok = trains(batch)
+        if ok is None:  # a crash, not a memory limit: stop and say so
+            return found
+        if not ok:
+            found.fails = batch
+            break
+        found.fits, batch = batch, batch * 2
+    if found.fits is None or found.fails is None:
+        return found
+    while found.fails - found.fits > max(1, found.fits // 16):
+        mid = (found.fits + found.fails) // 2
+        ok = trains(mid)
+        if ok is None:
+            return found
+        if ok:
+            found.fits = mid
+        else:
+            found.fails = mid
+    return found
+
+
+def probe_flags(budget_gb: float) -> list[str]:
+    """A probe: a few steps, nothing profiled or counted beyond the step itself."""
+    return ["--steps", "2", "--warmup", "1", "--profile-steps", "0", "--min-time", "0",
+            "--memory-budget-gb", f"{budget_gb:g}"]

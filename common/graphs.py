@@ -1,0 +1,48 @@
+"""Capturing a step as a CUDA graph without changing what it computes: the warm-up that capture
+needs, then the state put back as it was, so a graphed twin starts where its eager twin starts."""
+import copy
+
+import torch
+
+
+def capture(step, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None, warmup: int = 3):
+    """Run `step()` `warmup` times on a side stream (capture needs cuBLAS handles, the optimizer's
+    state and the allocator's pool to exist already), put the weights and the optimizer's state back
+    in place (the same tensors: the graph reads their addresses), then record one `step()` into a
+    CUDA graph. Returns (graph, what the recorded step returned): replay() reruns it on whatever the
+    static inputs hold, and rewrites those outputs."""
+    saved_model = copy.deepcopy(model.state_dict())
+    saved_optimizer = copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            tensor.copy_(saved_model[name])
+        if optimizer is not None:
+            _reset_optimizer(optimizer, saved_optimizer)
+    if optimizer is not None:
+        optimizer.zero_grad(set_to_none=True)  # the backward in the graph allocates .grad from its pool
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    return graph, out
+
+
+def _reset_optimizer(optimizer, saved):
+    """The optimizer's state as it was before the warm-up, written into its existing tensors (a
+    state it did not have yet, as in a fresh optimizer, starts from zeros: what it would create)."""
+    for index, state in enumerate(optimizer.state.values()):
+        before = saved["state"].get(index, {})
+        for key, value in state.items():
+            if torch.is_tensor(value):
+                value.copy_(before[key]) if key in before else value.zero_()
+
+
+def replay(graph, out: torch.Tensor) -> torch.Tensor:
+    """Replay the recorded step; a copy of its output (the next replay rewrites the original)."""
+    graph.replay()
+    return out.clone()

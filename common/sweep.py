@@ -1,0 +1,223 @@
+"""`make sweep-<recipe>`: the regime map. A recipe's pair run across the knob that decides whether its
+technique pays (batch size; DataLoader workers), with the speedup's interval at every point and the
+crossover marked.
+
+    python -m common.sweep amp [--smoke] [--rounds N] [--values 16,32,64] [--device ...] [--data synthetic]
+
+Each point is a small comparison: slow and fast alternating, each run in its own process, pinned
+(common/runner.py), for a fixed number of rounds (default 3 on CUDA, 2 on a CPU), so every point has
+an interval over processes. Writes reports/sweep_<recipe>.md and .png (speedup with its interval,
+and peak memory, against the knob).
+"""
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common import ceiling, env, plotting, recipes, runner, stats
+from common.aggregate import aggregate, parity
+from common.cli import OneLineParser, split_passthrough
+from common.errors import CookbookError, exit_with
+from common.results import Record, Speedup, VariantAggregate, atomic_write_bytes, atomic_write_text, write_result
+
+
+@dataclass
+class Point(Record):
+    value: int
+    slow: VariantAggregate | None = None
+    fast: VariantAggregate | None = None
+    speedup: Speedup | None = None
+    parity_ok: bool | None = None
+    failed: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SweepResult(Record):
+    recipe: str
+    title: str
+    pair: str
+    knob: str
+    flag: str
+    mode: str
+    rounds: int
+    command: str
+    points: list[Point]
+    crossover: str = ""
+
+
+def parse_args(argv):
+    p = OneLineParser(prog="python -m common.sweep", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("recipe")
+    runner.add_flags(p, rounds_help="rounds per point (default 3 on CUDA, 2 on a CPU and with --smoke)")
+    p.add_argument("--values", help="the knob's values, comma-separated (default: the recipe's SWEEP for this device)")
+    own, script_args = split_passthrough(argv)
+    args = p.parse_args(own)
+    args.script_args = script_args
+    return args
+
+
+def spec_of(recipe: str) -> dict:
+    spec = getattr(recipes.settings(recipe), "SWEEP", None)
+    if spec is None:
+        have = [r for r in recipes.available() if getattr(recipes.settings(r), "SWEEP", None)]
+        raise CookbookError(f"recipe {recipe!r} has no sweep; these do: {', '.join(have)}")
+    return spec
+
+
+def crossover(points: list[Point], knob: str) -> str:
+    """Where the technique starts to pay: the smallest value from which every larger one is
+    'faster' (with its interval excluding 1)."""
+    measured = [p for p in points if p.speedup is not None]
+    if not measured:
+        return "no point of the sweep finished"
+    faster = [p.speedup.verdict == "faster" for p in measured]
+    if all(faster):
+        return f"pays off over the whole range measured ({knob} {measured[0].value} to {measured[-1].value})"
+    if not any(faster):
+        slower = [p.value for p in measured if p.speedup.verdict == "slower"]
+        return (f"does not pay off anywhere in the range measured ({knob} {measured[0].value} to {measured[-1].value})"
+                + (f"; slower at {', '.join(map(str, slower))}" if slower else ""))
+    last_not = max(i for i, f in enumerate(faster) if not f)
+    if last_not == len(measured) - 1:
+        at = [p.value for p, f in zip(measured, faster) if f]
+        return f"pays off at {knob} {', '.join(map(str, at))} only, not at the largest measured"
+    return f"pays off from {knob} {measured[last_not + 1].value} up (not at {measured[last_not].value})"
+
+
+def run_sweep(argv) -> tuple[SweepResult, Path]:
+    args = parse_args(argv)
+    recipe = recipes.check(args.recipe)
+    spec = spec_of(recipe)
+    cuda = runner.use_cuda(args.device)
+    mode = "smoke" if args.smoke else "cuda" if cuda else "cpu"
+    values = ([int(v) for v in args.values.split(",")] if args.values else spec["values"][mode])
+    rounds = args.rounds or (3 if cuda and not args.smoke else 2)
+    pair = spec["pair"]
+    settings = recipes.settings(recipe)
+    rule = {k: v for k, v in settings.PARITY.items() if k != "workloads"}
+    rule.update(settings.PARITY.get("workloads", {}).get(pair, {}))
+    cpus = runner.cpu_set(args.cpus)
+    out_dir = runner.output_folder(args.reports_dir, "sweep", recipe)
+    flags = ["--device", args.device, "--profile-steps", "0"] + (["--smoke"] if args.smoke else [])
+    flags += runner.data_flags(args.data, [recipes.workload_of(pair)])[recipes.workload_of(pair)] + args.script_args
+    ceiling.ensure(cuda)
+    total, done, started = len(values) * rounds * 2, 0, time.perf_counter()
+    print(f"sweep {recipe}/{pair} over {spec['knob']} {values}: {rounds} round(s) per point, {total} runs, "
+          f"cores {env.cpu_ranges(cpus)}; logs in {out_dir}", flush=True)
+    points = []
+    for value in values:
+        runs, point = {}, Point(value=value)
+        for round_no in range(1, rounds + 1):
+            for variant in runner.alternating(recipes.VARIANTS, round_no):
+                done += 1
+                print(runner.progress(done, total, started, f"{spec['knob']} {value}: {variant} round {round_no}"),
+                      end=" ", flush=True)
+                outcome = runner.launch(["-m", f"recipes.{recipe}.{pair}_{variant}"],
+                                        flags + [spec["flag"], str(value)],
+                                        out_dir / f"{pair}_{variant}_{value}_r{round_no}.json", cpus=cpus,
+                                        rerun=f"make sweep-{recipe}")
+                if outcome.kind == "failed":
+                    point.failed.append(f"{variant} round {round_no}: exit {outcome.returncode} ({outcome.log})")
+                    print(f"FAILED (exit {outcome.returncode})", flush=True)
+                    continue
+                runs.setdefault(variant, []).append(outcome.result)
+                print("out of memory" if outcome.kind == "oom" else
+                      f"{outcome.seconds:.1f} s, median {outcome.result.timing.summary.median_ms:.3f} ms", flush=True)
+        point.slow = aggregate(runs["slow"]) if "slow" in runs else None
+        point.fast = aggregate(runs["fast"]) if "fast" in runs else None
+        if point.slow and point.fast and point.slow.status == point.fast.status == "ok":
+            point.speedup = stats.speedup(point.slow.process_medians_ms, point.fast.process_medians_ms)
+            point.parity_ok = parity(runs["slow"][0], runs["fast"][0], rule).ok
+            print(f"    {spec['knob']} {value}: {stats.describe(point.speedup)}", flush=True)
+        points.append(point)
+    result = SweepResult(recipe=recipe, title=settings.TITLE, pair=pair, knob=spec["knob"], flag=spec["flag"], mode=mode,
+                         rounds=rounds, points=points, command="make sweep-" + recipe if not argv[1:]
+                         else "python -m common.sweep " + " ".join(argv))
+    result.crossover = crossover(points, spec["knob"])
+    write_result(out_dir / "sweep.json", result)
+    write_result(Path(args.reports_dir) / "results" / "sweep" / recipe / "sweep.json", result)  # the latest
+    return result, Path(args.reports_dir)
+
+
+def _plot(r: SweepResult) -> bytes:
+    plt = plotting.pyplot()
+
+    fig, (ax, mem) = plt.subplots(1, 2, figsize=(10, 4))
+    shown = [p for p in r.points if p.speedup is not None]
+    xs = [p.value for p in shown]
+    ratios = [p.speedup.ratio for p in shown]
+    low = [p.speedup.ratio - (p.speedup.low if p.speedup.low is not None else p.speedup.ratio) for p in shown]
+    high = [(p.speedup.high if p.speedup.high is not None else p.speedup.ratio) - p.speedup.ratio for p in shown]
+    colors = ["#2a7ab9" if p.speedup.verdict == "faster" else "#c0504d" if p.speedup.verdict == "slower" else "#a0a0a0"
+              for p in shown]
+    ax.errorbar(xs, ratios, yerr=[low, high], fmt="none", ecolor="black", capsize=3, lw=0.8)
+    ax.scatter(xs, ratios, c=colors, zorder=3)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(r.knob)
+    ax.set_ylabel("speedup of the fast twin (95% CI over processes)")
+    ax.set_title(r.crossover, fontsize=8)
+    for name, color in (("slow", "#8c8c8c"), ("fast", "#2a7ab9")):
+        pts = [(p.value, getattr(p, name).memory.peak_mb) for p in r.points
+               if getattr(p, name) is not None and getattr(p, name).status == "ok"]
+        if pts:
+            mem.plot(*zip(*pts), "o-", color=color, label=name)
+        ooms = [p.value for p in r.points if getattr(p, name) is not None and getattr(p, name).status == "oom"]
+        for x in ooms:
+            mem.axvline(x, color=color, ls=":", lw=1)
+    mem.set_xscale("log", base=2)
+    mem.set_xlabel(r.knob)
+    mem.set_ylabel("peak memory, MB")
+    mem.legend()
+    e = next((getattr(p, v).env for p in r.points for v in ("slow", "fast") if getattr(p, v)), None)
+    fig.suptitle(f"sweep {r.recipe}/{r.pair}: {env.describe_device(e) if e else ''}", fontsize=9)
+    fig.tight_layout()
+    return plotting.png(fig)
+
+
+def render(r: SweepResult, reports_dir: Path) -> list[Path]:
+    e = next((getattr(p, v).env for p in r.points for v in ("slow", "fast") if getattr(p, v)), None)
+    lines = [f"# Sweep: {r.title} (`{r.recipe}`, {r.pair}) across {r.knob}", "",
+             f"Generated by `{r.command}`" + (f" on **{env.describe_device(e)}**, {e.date} (commit {e.git_commit}), "
+                                              f"torch {e.torch}" if e else "")
+             + f"; {r.rounds} round(s) per point, slow and fast alternating, each run in its own process. Every "
+               "number below comes from that run.", "",
+             f"**Regime: {r.crossover}.**", "", f"![speedup and memory against {r.knob}](sweep_{r.recipe}.png)", "",
+             f"| {r.knob} | slow median ms | fast median ms | speedup (95% CI over processes) | verdict | slow peak MB "
+             "| fast peak MB | parity |", "|---:|---:|---:|---|---|---:|---:|---|"]
+    for p in r.points:
+        cell = lambda v: ("out of memory" if v.status == "oom" else f"{v.median_ms:.3f}") if v else "failed"  # noqa: E731
+        mem = lambda v: f"{v.memory.peak_mb:.0f}" if v and v.status == "ok" else ""  # noqa: E731
+        s = p.speedup
+        ci = "" if s is None else (f"{s.ratio:.2f}x" + (f" ({s.low:.2f}-{s.high:.2f})" if s.low is not None else ""))
+        lines.append(f"| {p.value} | {cell(p.slow)} | {cell(p.fast)} | {ci} | {s.verdict if s else ''} | {mem(p.slow)} | "
+                     f"{mem(p.fast)} | {'' if p.parity_ok is None else 'ok' if p.parity_ok else 'FAILED'} |")
+    for p in r.points:
+        lines += [f"- {r.knob} {p.value}: {f}" for f in p.failed]
+    if e and e.device_type != "cuda":
+        lines += ["", "This is a CPU run: it checks that the sweep works; it is not a GPU result."]
+    lines.append("")
+    md, png = Path(reports_dir) / f"sweep_{r.recipe}.md", Path(reports_dir) / f"sweep_{r.recipe}.png"
+    written = [md]
+    if any(p.speedup for p in r.points):
+        atomic_write_bytes(png, _plot(r))
+        written.append(png)
+    atomic_write_text(md, "\n".join(lines))
+    return written
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    result, reports_dir = run_sweep(argv)
+    written = render(result, reports_dir)
+    print(f"regime: {result.crossover}\nreport: {', '.join(map(str, written))}", flush=True)
+    return 1 if any(p.failed or p.parity_ok is False for p in result.points) else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except CookbookError as e:
+        exit_with(e, "common.sweep")

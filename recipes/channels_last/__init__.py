@@ -1,0 +1,14 @@
+"""channels_last (NHWC): the memory layout tensor-core convolutions want, for model and input.
+
+ResNet-18 only: the churn MLP has no convolutions, and a 2-D tensor has no channel dimension to move.
+"""
+
+TITLE = "channels_last memory format"
+# The same arithmetic in another layout: cuDNN picks other algorithms, which round differently
+# (TF32 on an H100), so the twins drift slowly; a wrong layout would show at once.
+PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.01, "window": 10, "rtol": 0.05}
+EVIDENCE = ("kernels_per_step", "gpu_busy_ms_per_step", "peak_mb")
+# fp32 at a batch where the convolutions dominate the step (a layout cannot help a launch-bound step)
+DEFAULTS = {"resnet18": {"cuda": {"batch_size": 256}}}
+SWEEP = {"pair": "resnet18", "flag": "--batch-size", "knob": "batch size",
+         "values": {"cuda": [16, 32, 64, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]}}

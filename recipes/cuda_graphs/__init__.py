@@ -1,0 +1,15 @@
+"""CUDA graphs: a whole step recorded once and replayed with one launch: the fix for a host-bound step."""
+
+TITLE = "CUDA graphs"
+# Training: the graphed step draws its dropout masks from the graph's own RNG offsets, so single
+# steps differ a little from the eager twin's: compared by windows. Serving: the same weights, no
+# randomness: each batch's mean probability agrees to float rounding.
+PARITY = {"what": "training loss", "early_steps": 0, "early_rtol": 0.0, "window": 10, "rtol": 0.05,
+          "workloads": {"churn_serving": {"what": "mean churn probability per served batch", "early_steps": 5,
+                                          "early_rtol": 1e-4, "rtol": 1e-4}}}
+EVIDENCE = ("gpu_idle_share", "cpu_ms_per_step", "launch_ms_per_step", "ops_per_step")
+# churn training at the seed's batch 64: about 2.4 ms of host work for 0.3 ms of GPU work per step;
+# serving at batch 512, answers copied to the host
+DEFAULTS = {"churn_serving": {"cuda": {"batch_size": 512}, "cpu": {"batch_size": 512}}}
+SWEEP = {"pair": "churn", "flag": "--batch-size", "knob": "batch size",
+         "values": {"cuda": [64, 256, 1024, 4096], "cpu": [64, 256], "smoke": [16, 32]}}

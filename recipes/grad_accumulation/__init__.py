@@ -1,0 +1,14 @@
+"""Gradient accumulation: the same effective batch from k micro-batches, a fraction of the activations."""
+
+TITLE = "Gradient accumulation"
+ACCUMULATE = 4  # micro-batches per optimizer step in the fast twin
+# The same data and the same mean loss, but dropout draws its masks per micro-batch and BatchNorm
+# normalizes each micro-batch with its own statistics, so single steps differ a little and the
+# trajectories stay close: compared by windows against the full batch.
+PARITY = {"what": "training loss (mean over the full batch)", "early_steps": 0, "early_rtol": 0.0, "window": 10,
+          "rtol": 0.05}
+EVIDENCE = ("peak_mb", "kernels_per_step", "gpu_idle_share")
+# where activations dominate memory: the churn MLP at batch 4096, ResNet-18 at 256 (micro-batches
+# of 1024 and 64)
+DEFAULTS = {"churn": {"cuda": {"batch_size": 4096}, "cpu": {"batch_size": 4096, "steps": 40}},
+            "resnet18": {"cuda": {"batch_size": 256}, "smoke": {"batch_size": 8}}}

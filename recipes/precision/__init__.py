@@ -1,0 +1,16 @@
+"""fp32 precision: strict IEEE fp32 against TF32 for matmuls and convolutions.
+
+On Ampere and newer GPUs, "fp32" is not one thing: TF32 tensor cores keep fp32's range with a
+10-bit mantissa. PyTorch's default is TF32 for cuDNN convolutions and strict fp32 for matmuls
+(`torch.backends.cudnn.allow_tf32`, `torch.backends.cuda.matmul.allow_tf32`,
+`torch.set_float32_matmul_precision`); the stamp of every result records both.
+"""
+
+TITLE = "fp32 precision: strict fp32 vs TF32"
+# TF32 rounds every product's inputs to 10 mantissa bits: the losses drift apart slowly, within
+# the tolerance of 16-bit AMP (whose mantissa is shorter still).
+PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.03, "window": 10, "rtol": 0.05}
+EVIDENCE = ("gpu_busy_ms_per_step", "tflops", "mfu")
+DEFAULTS = {"resnet18": {"cuda": {"batch_size": 128}}}
+SWEEP = {"pair": "resnet18", "flag": "--batch-size", "knob": "batch size",
+         "values": {"cuda": [16, 32, 64, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]}}

@@ -1,0 +1,30 @@
+"""Precision recipe, churn MLP on Telco, fast twin: TF32 matmuls.
+
+The churn MLP (the seed's layers), BCELoss, Adam(lr=1e-3), batch 64, the matmuls on TF32 tensor
+cores (fp32 range, 10-bit mantissa).
+"""
+import torch
+
+from common import data, harness, models
+
+run = harness.start(__file__, __doc__)
+torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor cores for matmuls: fp32 range, 10-bit mantissa
+torch.backends.cudnn.allow_tf32 = True  # and for convolutions (set_float32_matmul_precision("high") does matmuls)
+features, targets = data.churn_train(run)
+model = models.ChurnMLP(features.shape[1]).to(run.device)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+criterion = torch.nn.BCELoss()
+batches = data.device_batches(run, features, targets)
+
+for x, y in run.loop(batches):
+    with run.phase("forward"):
+        probs = model(x).squeeze(1)
+        loss = criterion(probs, y)
+    with run.phase("backward"):
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+    with run.phase("optimizer"):
+        optimizer.step()
+    run.log_loss(loss)
+
+run.finish()

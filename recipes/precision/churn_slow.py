@@ -1,0 +1,29 @@
+"""Precision recipe, churn MLP on Telco, slow twin: strict fp32 matmuls.
+
+The churn MLP (the seed's layers), BCELoss, Adam(lr=1e-3), batch 64, every matmul in IEEE fp32.
+"""
+import torch
+
+from common import data, harness, models
+
+run = harness.start(__file__, __doc__)
+torch.backends.cuda.matmul.allow_tf32 = False  # strict fp32 matmuls (PyTorch's default)
+torch.backends.cudnn.allow_tf32 = False  # strict fp32 convolutions (cuDNN's default is TF32)
+features, targets = data.churn_train(run)
+model = models.ChurnMLP(features.shape[1]).to(run.device)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+criterion = torch.nn.BCELoss()
+batches = data.device_batches(run, features, targets)
+
+for x, y in run.loop(batches):
+    with run.phase("forward"):
+        probs = model(x).squeeze(1)
+        loss = criterion(probs, y)
+    with run.phase("backward"):
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+    with run.phase("optimizer"):
+        optimizer.step()
+    run.log_loss(loss)
+
+run.finish()
