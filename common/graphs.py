@@ -5,12 +5,17 @@ import copy
 import torch
 
 
-def capture(step, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None, warmup: int = 3):
-    """Run `step()` `warmup` times on a side stream (capture needs cuBLAS handles, the optimizer's
+def capture(step, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None, run=None, warmup: int = 3):
+    """On a CPU there are no CUDA graphs: (None, None), and a notice in the run's result. On CUDA:
+    run `step()` `warmup` times on a side stream (capture needs cuBLAS handles, the optimizer's
     state and the allocator's pool to exist already), put the weights and the optimizer's state back
     in place (the same tensors: the graph reads their addresses), then record one `step()` into a
     CUDA graph. Returns (graph, what the recorded step returned): replay() reruns it on whatever the
     static inputs hold, and rewrites those outputs."""
+    if next(model.parameters()).device.type != "cuda":
+        if run is not None:
+            run.notices.append("CUDA graphs need CUDA: the fast twin ran its step eagerly on this CPU")
+        return None, None
     saved_model = copy.deepcopy(model.state_dict())
     saved_optimizer = copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None
     side = torch.cuda.Stream()

@@ -13,7 +13,7 @@ def test_compile_pairs_pass_parity(smoke_run):
     proc, reports = smoke_run("compile")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     workloads = comparison_of(reports, "compile")["workloads"]
-    churn, resnet = workloads["churn"]["parity"], workloads["resnet18"]["parity"]
+    churn, resnet = workloads["churn_serving"]["parity"], workloads["resnet18"]["parity"]
     assert churn["ok"] and churn["what"] == "mean churn probability per served batch"
     assert churn["early_max_rel"] <= 1e-4  # serving: the same function, compiled
     assert resnet["ok"] and resnet["what"] == "training loss"
@@ -29,3 +29,7 @@ def test_compiled_graph_calls_fewer_ops_and_pays_on_the_first_step(smoke_run):
         assert fast["host"]["first_step_s"] > slow["host"]["first_step_s"], w
     md = (reports / "compile.md").read_text()
     assert "first step, s (compilation, autotuning)" in md
+    for entry in comparison_of(reports, "compile")["workloads"].values():
+        c = entry["fast"]["compile"]  # fullgraph=True: one graph per compiled callable, no break
+        assert c["graph_breaks"] == 0 and c["graphs"] >= 1 and entry["slow"]["compile"] is None
+    assert md.count("graph break(s)") == 2

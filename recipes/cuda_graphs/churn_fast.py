@@ -32,7 +32,7 @@ def step(x, y):  # one training step
 
 
 # warm up, put weights and Adam's state back, then record one step on the static buffers (GPU only)
-graph, static_loss = graphs.capture(lambda: step(static_x, static_y), model, optimizer) if cuda else (None, None)
+graph, static_loss = graphs.capture(lambda: step(static_x, static_y), model, optimizer, run)
 for x, y in run.loop(batches):
     if cuda:  # the graph reads its inputs from fixed addresses
         static_x.copy_(x), static_y.copy_(y)  # the batch into the graph's input buffers

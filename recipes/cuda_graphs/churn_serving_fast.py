@@ -26,7 +26,7 @@ def serve(x):  # one batch of requests
 
 with torch.inference_mode():
     # warm up, then record the forward once on the static buffer (GPU only)
-    graph, static_probs = graphs.capture(lambda: model(static_x).squeeze(1), model) if cuda else (None, None)
+    graph, static_probs = graphs.capture(lambda: model(static_x).squeeze(1), model, run=run)
     for (x,) in run.loop(batches):
         if cuda:  # copy in, replay, copy out, one sync
             static_x.copy_(x)  # the requests into the graph's input buffer

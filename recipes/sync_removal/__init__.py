@@ -8,3 +8,7 @@ EVIDENCE = ("syncs_per_step", "gpu_idle_share")
 # The seed's serving-size batch for churn: big enough that the GPU could run ahead of the host,
 # which a sync per step forbids.
 DEFAULTS = {"churn": {"cuda": {"batch_size": 512}, "cpu": {"batch_size": 512}}}
+# `make sweep-sync_removal`: a sync costs the GPU's idle time while the host waits and relaunches,
+# which matters less as each step's GPU work grows with the batch
+SWEEP = {"pair": "resnet18", "flag": "--batch-size", "knob": "batch size",
+         "values": {"cuda": [8, 32, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]}}
