@@ -24,7 +24,7 @@ def step(x, y):  # one training step
         probs = model(x).squeeze(1)
         loss = criterion(probs, y)
     with run.phase("backward"):
-        optimizer.zero_grad(set_to_none=False)  # zero in place: the graph keeps writing the same .grad tensors
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
     with run.phase("optimizer"):
         optimizer.step()
