@@ -73,7 +73,8 @@ nsys-%: $(SETUP) ## run a recipe's pairs under Nsight Systems with NVTX ranges (
 tensorboard: $(SETUP) ## serve reports/traces on http://127.0.0.1:6006 (HOST=, PORT= to change)
 	$(PY) -m common.traceview --host $(HOST) --port $(PORT)
 
-test: $(SETUP) ## the CPU test suite, as CI runs it
+test: $(SETUP) ## lint (ruff), then the CPU test suite, as CI runs it
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
 clean: ## delete generated results and traces (committed reports stay)

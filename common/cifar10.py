@@ -88,7 +88,8 @@ def _check_folder(root: Path) -> Path:
         raise CookbookError(f"--data {root}: missing CIFAR-10 batch file {', '.join(missing)} in {folder}")
     for name, md5 in expected:
         if not check_integrity(str(folder / name), md5):
-            raise CookbookError(f"--data {root}: CIFAR-10 batch file {name} is corrupt (md5 mismatch); download it again")
+            raise CookbookError(f"--data {root}: CIFAR-10 batch file {name} is corrupt (md5 mismatch); "
+                                "download it again")
     return root
 
 

@@ -67,8 +67,10 @@ def script_parser(prog: str, description: str, workload: str, overrides: dict, p
     p.add_argument("--data", metavar="PATH|synthetic",
                    help="a local copy of the data set, or 'synthetic'; default: the real source, "
                         "else a synthetic stand-in in the real format")
-    p.add_argument("--out", metavar="FILE.json", help="result file (default reports/results/<recipe>/<workload>_<variant>.json)")
-    p.add_argument("--trace-dir", metavar="DIR", help="profiler trace folder (default reports/traces/<recipe>/<workload>_<variant>)")
+    p.add_argument("--out", metavar="FILE.json",
+                   help="result file (default reports/results/<recipe>/<workload>_<variant>.json)")
+    p.add_argument("--trace-dir", metavar="DIR",
+                   help="profiler trace folder (default reports/traces/<recipe>/<workload>_<variant>)")
     p.add_argument("--phase-timing", action="store_true",
                    help="also time each phase (data, copy, forward, backward, optimizer) of every timed step with "
                         "CUDA events (perf_counter on CPU); adds a few microseconds per phase, so the diagnosis "

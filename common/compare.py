@@ -108,7 +108,8 @@ def make_plan(argv) -> Plan:
         wanted = [w.strip() for w in args.workloads.split(",") if w.strip()]
         unknown = [w for w in wanted if w not in workloads]
         if unknown:
-            raise CookbookError(f"--workloads: no {recipe} pair for {', '.join(unknown)}; choose from {', '.join(workloads)}")
+            raise CookbookError(f"--workloads: no {recipe} pair for {', '.join(unknown)}; "
+                                f"choose from {', '.join(workloads)}")
         workloads = wanted
     data = runner.data_flags(args.data, WORKLOADS)  # per workload; a pair takes its workload's
     common_flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
@@ -150,7 +151,8 @@ def run_workload(plan: Plan, workload, counter) -> tuple[dict, list, str]:
                 continue
             by_variant.setdefault(variant, []).append(outcome.result)
             if outcome.kind == "oom":
-                print(f"out of memory at batch {outcome.result.oom.batch_size} after {outcome.seconds:.1f} s", flush=True)
+                print(f"out of memory at batch {outcome.result.oom.batch_size} after {outcome.seconds:.1f} s",
+                      flush=True)
             else:
                 s = outcome.result.timing.summary
                 print(f"{outcome.seconds:.1f} s, median {s.median_ms:.3f} ms over {s.n} steps", flush=True)
@@ -159,14 +161,14 @@ def run_workload(plan: Plan, workload, counter) -> tuple[dict, list, str]:
             return by_variant, failures, f"stopped after round {round_no}: a run failed or ran out of memory"
         if plan.rounds.fixed or round_no < plan.rounds.least:
             continue
-        s = stats.speedup([r.timing.summary.median_ms for r in ok["slow"]], [r.timing.summary.median_ms for r in ok["fast"]],
-                          looks=plan.rounds.looks)
+        s = stats.speedup([r.timing.summary.median_ms for r in ok["slow"]],
+                          [r.timing.summary.median_ms for r in ok["fast"]], looks=plan.rounds.looks)
         print(f"    after {round_no} rounds: {stats.describe(s)}", flush=True)
         if stats.decided(s):
             return by_variant, failures, f"{round_no} rounds: the 95% interval decided ({s.verdict})"
         if round_no == plan.rounds.most:
-            return by_variant, failures, f"{round_no} rounds, the cap: the interval still includes 1 and is wider than " \
-                                         f"+-{s.floor:.0%}, so no difference is claimed"
+            return by_variant, failures, (f"{round_no} rounds, the cap: the interval still includes 1 "
+                                          f"and is wider than +-{s.floor:.0%}, so no difference is claimed")
     return by_variant, failures, reason
 
 
@@ -201,8 +203,9 @@ def run_all(plan: Plan) -> Comparison:
     per_round = len(plan.workloads) * 2
     least, most = per_round * plan.rounds.least, per_round * plan.rounds.most
     print(f"{plan.recipe}: {len(plan.workloads)} workload(s) x slow/fast, {plan.rounds.describe()}: {least}"
-          f"{'' if least == most else f'-{most}'} runs, {'CUDA' if plan.cuda else 'CPU'}{' (smoke)' if plan.smoke else ''}, "
-          f"cores {env.cpu_ranges(plan.cpus)}; logs in {plan.results_dir}", flush=True)
+          f"{'' if least == most else f'-{most}'} runs, {'CUDA' if plan.cuda else 'CPU'}"
+          f"{' (smoke)' if plan.smoke else ''}, cores {env.cpu_ranges(plan.cpus)}; logs in {plan.results_dir}",
+          flush=True)
     started, done = time.perf_counter(), [0]
 
     def counter(what):
@@ -218,7 +221,8 @@ def run_all(plan: Plan) -> Comparison:
     for workload in plan.workloads:
         by_variant, failures, reason = run_workload(plan, workload, counter)
         comparison.failures += failures
-        comparison.workloads[workload] = summarize_workload(by_variant, plan.rule_for(workload), reason, plan.rounds.looks)
+        comparison.workloads[workload] = summarize_workload(by_variant, plan.rule_for(workload), reason,
+                                                            plan.rounds.looks)
     if plan.budget_spec and plan.budget_spec["pair"] in plan.workloads and plan.budget_gb:
         comparison.budget = search_budget(plan)
     return comparison

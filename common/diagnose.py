@@ -87,8 +87,9 @@ def findings_of(result: RunResult) -> list[Finding]:
                                f"{ev.kernels_per_step:.0f} kernels (host-bound)"))
         if cuda and ev.gpu_busy_ms_per_step is not None:
             share = _share(ev.gpu_busy_ms_per_step, profiled)
-            out.append(Finding("GPU compute", share, f"the GPU computes {share:.0%} of the step ({ev.gpu_busy_ms_per_step:.2f} "
-                               f"of {profiled:.2f} ms per profiled step busy with kernels and copies)"))
+            out.append(Finding("GPU compute", share, f"the GPU computes {share:.0%} of the step "
+                               f"({ev.gpu_busy_ms_per_step:.2f} of {profiled:.2f} ms per profiled step busy with "
+                               "kernels and copies)"))
     if not cuda and phases:
         compute = sum(phases.get(p, 0.0) for p in ("forward", "backward", "optimizer"))
         share = _share(compute, step)
@@ -109,17 +110,19 @@ def analyse(result: RunResult) -> Diagnosis:
     gpu = result.gpu_monitor or {}
     views = ev.views if ev else {}
     return Diagnosis(
-        baseline={"median_ms": v.median_ms, "p95_ms": v.pooled.p95_ms, "cv": t.summary.cv, "throughput": v.throughput_per_s,
-                  "peak_mb": v.memory.peak_mb, "batch_size": result.config.batch_size,
+        baseline={"median_ms": v.median_ms, "p95_ms": v.pooled.p95_ms, "cv": t.summary.cv,
+                  "throughput": v.throughput_per_s, "peak_mb": v.memory.peak_mb, "batch_size": result.config.batch_size,
                   "tflops": metrics.get("tflops").value(v), "mfu": metrics.get("mfu").value(v)},
         type={"gpu_util": gpu.get("gpu_util_mean") if gpu.get("available") else None,
               "costs": {f.kind: f.cost for f in findings}, "step_ms": step,
-              "syncs_per_step": ev.syncs_per_step if ev else None, "sync_ms_per_step": ev.sync_ms_per_step if ev else None,
+              "syncs_per_step": ev.syncs_per_step if ev else None,
+              "sync_ms_per_step": ev.sync_ms_per_step if ev else None,
               "gpu_idle_share": ev.gpu_idle_share if ev else None, "host_data_share": t.host_data_share},
         components=[{"phase": p, "mean_ms": ms, "share": _share(ms, step), "peak_mb": (t.phase_peak_mb or {}).get(p)}
                     for p, ms in phases.items()],
         operations={"top": (views.get("device_time") or {}).get("rows", [])[:10],
-                    "by_kind": (views.get("by_kind") or {}).get("rows", []), "key": (views.get("device_time") or {}).get("key")},
+                    "by_kind": (views.get("by_kind") or {}).get("rows", []),
+                    "key": (views.get("device_time") or {}).get("key")},
         findings=findings, verdict=findings[0].says)
 
 
@@ -154,16 +157,19 @@ def _plot(name, result: RunResult, analysis: Diagnosis) -> bytes:
 
 def _conditions(gpu: dict) -> str:
     if not gpu.get("available"):
-        return "NVML unavailable (no GPU or no pynvml): no utilisation, clocks or power; the rest of the diagnosis runs."
-    return (f"GPU util {gpu['gpu_util_mean']:.0f}% mean, SM clock {gpu['sm_clock_mhz'][0]}-{gpu['sm_clock_mhz'][1]} MHz, "
+        return ("NVML unavailable (no GPU or no pynvml): no utilisation, clocks or power; "
+                "the rest of the diagnosis runs.")
+    return (f"GPU util {gpu['gpu_util_mean']:.0f}% mean, "
+            f"SM clock {gpu['sm_clock_mhz'][0]}-{gpu['sm_clock_mhz'][1]} MHz, "
             f"memory clock {gpu['mem_clock_mhz'][0]}-{gpu['mem_clock_mhz'][1]} MHz, P-states {gpu['pstates']}, max "
             f"{gpu['temp_c_max']} C, {gpu['power_w_mean']:.0f} W of {gpu['power_limit_w']:.0f} W, throttle reasons: "
             f"{', '.join(gpu['throttle_reasons']) or 'none'}")
 
 
 def _sweep_lines(sweep: dict) -> list[str]:
-    lines = ["", f"Inference sweep over the test set (latency includes the copy back to the host; {sweep['passes']} passes "
-                 f"after a warm-up pass); sweet spot: **batch {sweep['sweet_spot']}** ({sweep['sweet_rule']}).", "",
+    lines = ["", "Inference sweep over the test set (latency includes the copy back to the host; "
+                 f"{sweep['passes']} passes after a warm-up pass); sweet spot: **batch {sweep['sweet_spot']}** "
+                 f"({sweep['sweet_rule']}).", "",
              "| batch | mean ms | std ms | p95 ms | samples/s | GPU util | memory MB | temp C | power W (limit) | "
              "SM / mem clock MHz | P-state | throttle |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
@@ -172,9 +178,11 @@ def _sweep_lines(sweep: dict) -> list[str]:
             lines.append(f"| {r['batch_size']} | skipped: {r['skipped']} |||||||||||")
             continue
         g = r["gpu"]
-        gcols = (f"{g['gpu_util_mean']:.0f}% | {g['mem_used_mb_max']:.0f} | {g['temp_c_max']} | {g['power_w_mean']:.0f} "
-                 f"({g['power_limit_w']:.0f}) | {g['sm_clock_mhz'][1]} / {g['mem_clock_mhz'][1]} | {g['pstates']} | "
-                 f"{', '.join(g['throttle_reasons']) or 'none'}") if g.get("available") else "n/a | n/a | n/a | n/a | n/a | n/a | n/a"
+        gcols = (f"{g['gpu_util_mean']:.0f}% | {g['mem_used_mb_max']:.0f} | {g['temp_c_max']} | "
+                 f"{g['power_w_mean']:.0f} ({g['power_limit_w']:.0f}) | "
+                 f"{g['sm_clock_mhz'][1]} / {g['mem_clock_mhz'][1]} | "
+                 f"{g['pstates']} | {', '.join(g['throttle_reasons']) or 'none'}"
+                 if g.get("available") else "n/a | n/a | n/a | n/a | n/a | n/a | n/a")
         lines.append(f"| {r['batch_size']} | {r['mean_ms']:.3f} | {r['std_ms']:.3f} | {r['p95_ms']:.3f} | "
                      f"{r['throughput_per_s']:.0f} | {gcols} |")
     return lines
@@ -207,16 +215,18 @@ def render(name: str, result: RunResult, a: Diagnosis, command: str, reports_dir
     if extra.get("epochs") is not None:
         lines.append(f"- Trained {extra['epochs']:.1f} epochs; test accuracy {extra.get('test_accuracy', 0):.1%}.")
     if extra.get("epoch_s_estimate") is not None:
-        lines.append(f"- Training accuracy over the run {extra['train_accuracy']:.1%}; one epoch ({extra['steps_per_epoch']} "
-                     f"steps) at this pace: {extra['epoch_s_estimate']:.0f} s (median step x steps).")
+        lines.append(f"- Training accuracy over the run {extra['train_accuracy']:.1%}; "
+                     f"one epoch ({extra['steps_per_epoch']} steps) at this pace: {extra['epoch_s_estimate']:.0f} s "
+                     "(median step x steps).")
     if extra.get("inference"):
         lines += _sweep_lines(extra["inference"])
     ty = a.type
     lines += ["", "## Phase 2: bottleneck type", "", "What each suspect costs, as a share of the step:", ""]
     lines += [f"- {kind}: {cost:.1%}" for kind, cost in ty["costs"].items()]
-    lines += ["", f"- GPU utilisation (NVML, timed steps): {fmt(ty['gpu_util'], '.0f')}{'%' if ty['gpu_util'] is not None else ''}",
-              f"- {'.item() calls (CPU proxy for syncs)' if cpu else 'Host syncs'} per step: {fmt(ty['syncs_per_step'], '.1f')}, "
-              f"blocking the host {fmt(ty['sync_ms_per_step'], '.3f')} ms per step",
+    lines += ["", "- GPU utilisation (NVML, timed steps): "
+                  f"{fmt(ty['gpu_util'], '.0f')}{'%' if ty['gpu_util'] is not None else ''}",
+              f"- {'.item() calls (CPU proxy for syncs)' if cpu else 'Host syncs'} per step: "
+              f"{fmt(ty['syncs_per_step'], '.1f')}, blocking the host {fmt(ty['sync_ms_per_step'], '.3f')} ms per step",
               f"- GPU idle share over the profiled steps: {fmt(ty['gpu_idle_share'], '.0%')}",
               f"- Host time inside next(batches): {fmt(ty['host_data_share'], '.1%')} of the wall time"
               + ("" if cpu else " (on a GPU this includes blocking on a full launch queue; the data cost above is the "
@@ -289,10 +299,12 @@ def main(argv=None) -> int:
     workload = args.workload or recipes.identify(args.script)[1]
     out_dir = runner.output_folder(reports, "diagnose", name)
     target = ["-m", BASELINES[args.workload]] if args.workload else [str(Path(args.script).resolve())]
-    flags = ["--phase-timing", "--memory-dir", str(out_dir / "memory"), "--trace-dir", str(reports / "traces" / "diagnose" / name),
+    flags = ["--phase-timing", "--memory-dir", str(out_dir / "memory"),
+             "--trace-dir", str(reports / "traces" / "diagnose" / name),
              "--device", args.device] + (["--smoke"] if args.smoke else [])
     flags += runner.data_flags(args.data, [workload])[workload] + args.script_args
-    print(f"diagnose {name}: running {' '.join(target)} with per-phase timing (log: {out_dir / 'result.log'})", flush=True)
+    print(f"diagnose {name}: running {' '.join(target)} with per-phase timing (log: {out_dir / 'result.log'})",
+          flush=True)
 
     def echo(line):
         if not line.startswith(("USDT", "[W", "ERROR:")):
@@ -301,12 +313,14 @@ def main(argv=None) -> int:
     outcome = runner.launch(target, flags, out_dir / "result.json", cpus=runner.cpu_set(args.cpus), echo=echo,
                             rerun=f"make diagnose-{workload}")
     if outcome.kind != "ok":
-        why = f"ran out of memory ({outcome.result.oom.stage})" if outcome.kind == "oom" else f"failed (exit {outcome.returncode})"
+        why = (f"ran out of memory ({outcome.result.oom.stage})" if outcome.kind == "oom"
+               else f"failed (exit {outcome.returncode})")
         print(f"diagnose {name}: the run {why} after {outcome.seconds:.0f} s; see {outcome.log}", file=sys.stderr)
         return 1
     result = outcome.result
     analysis = analyse(result)
-    command = f"make diagnose-{args.workload}" if args.workload and not argv[1:] else "python -m common.diagnose " + " ".join(argv)
+    command = (f"make diagnose-{args.workload}" if args.workload and not argv[1:]
+               else "python -m common.diagnose " + " ".join(argv))
     written = render(name, result, analysis, command, reports)
     write_result(out_dir / "analysis.json", analysis)
     print(f"verdict: {analysis.verdict}")

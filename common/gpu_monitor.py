@@ -50,7 +50,8 @@ class GpuMonitor:
         nvml, h = self.nvml, self.handle
         util = nvml.nvmlDeviceGetUtilizationRates(h)
         mem = nvml.nvmlDeviceGetMemoryInfo(h)
-        reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        reasons = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                   or nvml.nvmlDeviceGetCurrentClocksThrottleReasons)
         try:
             others = [p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(h) if p.pid != os.getpid()]
         except Exception:  # not permitted in some containers
@@ -116,7 +117,8 @@ class GpuMonitor:
             "mem_used_mb_max": max(pick("mem_used_mb")),
             "temp_c_max": max(pick("temp_c")),
             "power_w_mean": sum(pick("power_w")) / len(s), "power_limit_w": s[-1]["power_limit_w"],
-            "sm_clock_mhz": [min(sm), max(sm)], "mem_clock_mhz": [min(pick("mem_clock_mhz")), max(pick("mem_clock_mhz"))],
+            "sm_clock_mhz": [min(sm), max(sm)],
+            "mem_clock_mhz": [min(pick("mem_clock_mhz")), max(pick("mem_clock_mhz"))],
             "pstates": sorted(set(pick("pstate"))),
             "throttle_reasons": throttle_names(mask), "other_pids": others,
             "warnings": warnings, "notice": self.notice,

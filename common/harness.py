@@ -284,8 +284,10 @@ class Run:
             step_ms=step_ms, summary=stats.summarize(step_ms, self.batch_size), warmup_steps=warm.steps,
             warmup_s=warm.wall_s, first_step_s=warm.first_step_s, timed_wall_s=wall_s,
             cpu_ms_per_step=cpu_s * 1000 / n,
-            worker_cpu_ms_per_step=(workers1 - workers0) * 1000 / n if workers0 is not None and workers1 is not None else None,
-            host_data_ms_median=float(np.median(host_ms)), host_data_share=sum(host_ms) / (wall_s * 1000) if wall_s else None,
+            worker_cpu_ms_per_step=((workers1 - workers0) * 1000 / n
+                                    if workers0 is not None and workers1 is not None else None),
+            host_data_ms_median=float(np.median(host_ms)),
+            host_data_share=sum(host_ms) / (wall_s * 1000) if wall_s else None,
             # on CUDA the host's time in next() includes blocking on a full launch queue; the GPU's
             # time between events around next() is what it really waited for data (see timing.DataTimer)
             data_wait_share=(sum(device_ms) / total_ms if total_ms else None) if device_ms is not None
@@ -323,8 +325,12 @@ class Run:
 
     def _counted(self):
         self.stage = "flop count"
+        eager = _eager_compiled()
+        if eager is None:  # a compiled model that cannot run eagerly on this torch: no count rather than a wrong one
+            yield self._next()
+            return None
         counter = FlopCounterMode(display=False)
-        with counter:
+        with eager, counter:
             yield self._next()
         # a replayed CUDA graph runs no aten ops for the counter to see: no count, rather than 0
         return counter.get_total_flops() or None
@@ -336,9 +342,9 @@ class Run:
                       min_time_s=self.min_time_s or 0.0)
 
     def _result(self, status: str) -> RunResult:
-        return RunResult(recipe=self.recipe, workload=self.workload, pair=self.pair, variant=self.variant, status=status,
-                         device=self.device.type, smoke=self.smoke, config=self._config(), env=env.stamp(self.device),
-                         data_source=self.data_source, notices=self.notices,
+        return RunResult(recipe=self.recipe, workload=self.workload, pair=self.pair, variant=self.variant,
+                         status=status, device=self.device.type, smoke=self.smoke, config=self._config(),
+                         env=env.stamp(self.device), data_source=self.data_source, notices=self.notices,
                          total_s=time.perf_counter() - self._t_start)
 
     def write_oom(self, exc: BaseException) -> None:
@@ -378,6 +384,16 @@ class Run:
             self._hooks = None
 
 
+def _eager_compiled():
+    """A context in which torch.compile'd code runs eagerly, for the FLOP-counted step: compiled
+    code cannot run under the counter's dispatch mode (with fullgraph=True it is an error). The same
+    arithmetic, counted. None where torch has no such switch (before 2.6) and compile is in use."""
+    if "torch._dynamo" not in sys.modules:
+        return contextlib.nullcontext()
+    set_stance = getattr(torch.compiler, "set_stance", None)
+    return set_stance("force_eager") if set_stance is not None else None
+
+
 def _shut_down(source) -> None:
     """Stop a DataLoader's worker processes now. Left to interpreter exit, persistent workers are
     joined one by one after the queues they listen on are gone: on the H100 host, 15 workers took
@@ -389,17 +405,18 @@ def _shut_down(source) -> None:
 
 def compile_stats() -> dict | None:
     """What torch.compile did in this process, when it was used: graphs captured, graph breaks, and
-    recompilations (frames compiled beyond the first of each: a guard failed, e.g. a new shape)."""
+    recompilations. Dynamo captures one graph per compiled callable, one more per graph break, and
+    one more per recompilation (a guard failed: a new shape, a new dtype), so for the one compiled
+    model of a recipe, recompilations = graphs - 1 - breaks."""
     if "torch._dynamo" not in sys.modules:
         return None
     from torch._dynamo.utils import counters
 
-    frames = counters["frames"].get("ok", 0)
-    if not frames:
+    graphs = counters["stats"].get("unique_graphs", 0)
+    if not graphs:
         return None
-    resumes = len(counters["resumes"])  # a graph break resumes in a new frame, compiled once
-    return {"graphs": counters["stats"].get("unique_graphs", 0), "graph_breaks": sum(counters["graph_break"].values()),
-            "recompiles": max(0, frames - 1 - resumes), "frames": frames,
+    breaks = sum(counters["graph_break"].values())
+    return {"graphs": graphs, "graph_breaks": breaks, "recompiles": max(0, graphs - 1 - breaks),
             "break_reasons": [r.splitlines()[0][:200] for r in counters["graph_break"]][:5]}
 
 

@@ -37,7 +37,8 @@ def summarize(trace_path: Path, device: torch.device) -> dict:
     if device.type != "cuda":
         return {"available": False, "why": "HTA reads GPU traces: a CPU run has none for it to read"}
     if not available():
-        return {"available": False, "why": "traceinsight (HolisticTraceAnalysis) is not installed: pip install traceinsight"}
+        return {"available": False,
+                "why": "traceinsight (HolisticTraceAnalysis) is not installed: pip install traceinsight"}
     try:
         return _read(Path(trace_path))
     except Exception as e:  # HTA is a second opinion: its failure is reported, not fatal

@@ -51,7 +51,8 @@ def latest(reports_dir: Path) -> dict:
             try:
                 found[recipe] = read_result(path, Comparison, f"make recipe-{recipe}")
             except (CookbookError, TypeError, KeyError) as e:
-                found[recipe] = f"unreadable results: re-run make recipe-{recipe} ({str(e).split(':')[0] if str(e) else 'old format'})"
+                found[recipe] = (f"unreadable results: re-run make recipe-{recipe} "
+                                 f"({str(e).split(':')[0] if str(e) else 'old format'})")
     return found
 
 

@@ -3,9 +3,9 @@ aggregate (common.results.VariantAggregate) and how it is formatted. The recipe 
 overview page, the ladder, the sweeps and the diagnosis all take their numbers from here. A recipe
 lists in EVIDENCE the names its technique must move (sync_removal: "syncs_per_step"); the report
 leads with those."""
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
-from typing import Callable
 
 from common import ceiling
 from common.results import VariantAggregate
@@ -91,7 +91,8 @@ def _compile(key):
 
 
 _ALL = [
-    Metric("median_ms", "median step, ms (median of the per-process medians)", "ms", lambda v: v.median_ms, ".3f", short="median ms"),
+    Metric("median_ms", "median step, ms (median of the per-process medians)", "ms", lambda v: v.median_ms, ".3f",
+           short="median ms"),
     Metric("p95_ms", "p95 step, ms (pooled steps)", "ms", lambda v: v.pooled.p95_ms, ".3f", short="p95 ms"),
     Metric("p99_ms", "p99 step, ms (pooled steps)", "ms", lambda v: v.pooled.p99_ms, ".3f", short="p99 ms"),
     Metric("between_cv", "CV between processes", "share", lambda v: v.between_cv, ".1%", short="CV between processes"),
@@ -108,7 +109,8 @@ _ALL = [
     Metric("ops_per_step", "aten ops per step", "count", _ev("ops_per_step"), ".0f"),
     Metric("launch_ms_per_step", "host in CUDA launch calls, ms per step", "ms", _ev("launch_ms_per_step"), ".3f"),
     Metric("gpu_busy_ms_per_step", "GPU busy, ms per step (profiled)", "ms", _ev("gpu_busy_ms_per_step"), ".3f"),
-    Metric("gpu_idle_share", "GPU idle share (profiled steps)", "share", _ev("gpu_idle_share"), ".0%", short="GPU idle"),
+    Metric("gpu_idle_share", "GPU idle share (profiled steps)", "share", _ev("gpu_idle_share"), ".0%",
+           short="GPU idle"),
     Metric("hta_idle_share", "GPU idle share, HolisticTraceAnalysis", "share", _hta("idle_share"), ".0%"),
     Metric("hta_blocked_ms", "host blocked on a full launch queue, ms per step (HTA)", "ms",
            _hta("blocked_on_full_queue_ms_per_step"), ".3f"),
@@ -121,7 +123,8 @@ _ALL = [
     Metric("first_step_s", "first step, s (compilation, autotuning)", "s", _host("first_step_s"), ".2f"),
     Metric("data_wait_share", "share of step time the device waited for data", "share", _host("data_wait_share"), ".1%",
            "share of step time waiting for data"),
-    Metric("host_data_share", "host time in next(batches), share of wall time", "share", _host("host_data_share"), ".1%"),
+    Metric("host_data_share", "host time in next(batches), share of wall time", "share", _host("host_data_share"),
+           ".1%"),
     Metric("data_wait_ms", "host time in next(batches), ms (median)", "ms", _host("host_data_ms_median"), ".3f"),
     Metric("cpu_ms_per_step", "CPU ms per step, training process (all threads)", "ms", _host("cpu_ms_per_step"), ".2f"),
     Metric("worker_cpu_ms_per_step", "CPU ms per step, loader workers", "ms", _host("worker_cpu_ms_per_step"), ".2f"),
@@ -129,7 +132,8 @@ _ALL = [
     Metric("optimizer_kernels", "optimizer: GPU kernels per step", "count", _phase("optimizer", "kernels"), ".0f"),
     Metric("optimizer_ops", "optimizer: aten ops called per step", "count", _phase("optimizer", "ops"), ".0f"),
     Metric("optimizer_host_ms", "optimizer: host ms per step (profiled)", "ms", _phase("optimizer", "host_ms"), ".3f"),
-    Metric("optimizer_gpu_ms", "optimizer: GPU kernel ms per step (profiled)", "ms", _phase("optimizer", "kernel_ms"), ".3f"),
+    Metric("optimizer_gpu_ms", "optimizer: GPU kernel ms per step (profiled)", "ms", _phase("optimizer", "kernel_ms"),
+           ".3f"),
     Metric("forward_kernels", "forward: GPU kernels per step", "count", _phase("forward", "kernels"), ".0f"),
     Metric("forward_ops", "forward: aten ops called per step", "count", _phase("forward", "ops"), ".0f"),
     Metric("backward_ops", "backward: aten ops called per step", "count", _phase("backward", "ops"), ".0f"),

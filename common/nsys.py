@@ -21,8 +21,8 @@ def main(argv=None):
         recipe = recipes.check(args.recipe)
         nsys = shutil.which("nsys")
         if nsys is None:
-            raise CookbookError("nsys not found: install NVIDIA Nsight Systems (it comes with the CUDA toolkit) and put "
-                                "nsys on PATH, or open the torch.profiler traces with make tensorboard")
+            raise CookbookError("nsys not found: install NVIDIA Nsight Systems (it comes with the CUDA toolkit) "
+                                "and put nsys on PATH, or open the torch.profiler traces with make tensorboard")
     except CookbookError as e:
         exit_with(e, "common.nsys")
     status = 0

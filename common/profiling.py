@@ -254,8 +254,11 @@ def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
                               + sync_calls + sync_ops))
         host_busy = _gaps(waiting, start, end)
         idle = _gaps(_union(gpu), start, end)
+        # a sync is a scalar read of a device tensor (which blocks inside it) or a sync call made on
+        # its own; a read's own sync call is not counted twice
+        alone = [c for c in sync_calls if not any(_inside(c, r) for r in sync_ops)]
         out.update(
-            syncs_per_step=len(sync_calls) / n,
+            syncs_per_step=(len(sync_ops) + len(alone)) / n,
             sync_apis_per_step={name: count("cuda_runtime", {name}) / n for name in SYNC_APIS},
             # the host blocked: sync calls and the scalar reads that contain them, counted once
             sync_ms_per_step=_per_step_ms(span(sync_calls + sync_ops), n),
@@ -298,7 +301,8 @@ def memory_artifacts(prof, out_dir: Path, worker: str, device: torch.device, sna
             torch.cuda.memory._dump_snapshot(str(path))
             found["snapshot"] = str(path)
             found["view_snapshot"] = (f"open https://pytorch.org/memory_viz and drop {path.name} on it, or "
-                                      f"python -m torch.cuda._memory_viz trace_plot {path} -o {path.with_suffix('.html')}")
+                                      f"python -m torch.cuda._memory_viz trace_plot {path} "
+                                      f"-o {path.with_suffix('.html')}")
         except Exception as e:
             notes.append(f"memory snapshot unavailable ({type(e).__name__})")
         finally:

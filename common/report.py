@@ -10,7 +10,14 @@ from pathlib import Path
 from common import diffview, env, memory, metrics, plotting, stats
 from common.aggregate import parity_failure
 from common.errors import CookbookError, exit_with
-from common.results import Comparison, VariantAggregate, WorkloadComparison, atomic_write_bytes, atomic_write_text, read_result
+from common.results import (
+    Comparison,
+    VariantAggregate,
+    WorkloadComparison,
+    atomic_write_bytes,
+    atomic_write_text,
+    read_result,
+)
 
 VIEW_TITLES = {
     "device_time": "Top ops by self device time",
@@ -96,8 +103,8 @@ def _plot(comparison: Comparison) -> bytes:
         e = comparison.workloads[w]
         ax = axes[0][i]
         for x, (name, v) in enumerate(_variants(e)):
-            ax.scatter([x] * len(v.process_medians_ms), v.process_medians_ms, color="#8c8c8c" if name == "slow" else "#2a7ab9",
-                       s=18, zorder=3)
+            ax.scatter([x] * len(v.process_medians_ms), v.process_medians_ms,
+                       color="#8c8c8c" if name == "slow" else "#2a7ab9", s=18, zorder=3)
             ax.bar([x], [v.median_ms], color="#d9d9d9" if name == "slow" else "#bcd6ea", width=0.6)
         ax.set_xticks([0, 1], ["slow", "fast"])
         ax.set_ylim(bottom=0)
@@ -122,6 +129,7 @@ def _env_table(comparison: Comparison):
     rows = [("device", device), ("driver / CUDA / cuDNN", f"{e.driver} / {e.cuda} / {e.cudnn}"),
             ("TF32 matmul / cuDNN, float32 matmul precision, cudnn.benchmark",
              f"{e.tf32_matmul} / {e.tf32_cudnn}, {e.float32_matmul_precision}, {e.cudnn_benchmark}"),
+            *_fast_settings(comparison, e),
             ("torch / torchvision / Python", f"{e.torch} / {e.torchvision} / {e.python}"),
             ("CPU", f"{e.cpu} x{e.cpu_count} (torch threads {e.torch_threads}); every run pinned to cores "
                     f"{env.cpu_ranges(e.cpu_set)}"),
@@ -134,6 +142,14 @@ def _env_table(comparison: Comparison):
             ("mode", "smoke (tiny sizes)" if comparison.smoke else "full presets for this device"),
             ("command", f"`{comparison.command}`")]
     return ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+
+
+def _fast_settings(comparison: Comparison, e):
+    """The fast twins' precision settings where they differ from the stamp above (precision sets them)."""
+    fast = next((en.fast.env for en in comparison.workloads.values() if en.fast), None)
+    if fast is None or (fast.tf32_matmul, fast.tf32_cudnn) == (e.tf32_matmul, e.tf32_cudnn):
+        return []
+    return [("... in the fast twins", f"{fast.tf32_matmul} / {fast.tf32_cudnn}, {fast.float32_matmul_precision}")]
 
 
 def _headline(entry: WorkloadComparison) -> str:
@@ -180,7 +196,8 @@ def _budget_lines(b: dict | None) -> list[str]:
         if v.get("fits") is None:
             return "not even the first probe" if v.get("fails") else "no answer (a probe failed)"
         return f"batch {v['fits']}" + ("" if v.get("fails") else " (the largest probed)")
-    head = f"Under a {b['budget_gb']:g} GB budget (`--memory-budget-gb`), {b['pair']} **fits {fits(slow)} without checkpointing, {fits(fast)} with**"
+    head = (f"Under a {b['budget_gb']:g} GB budget (`--memory-budget-gb`), {b['pair']} "
+            f"**fits {fits(slow)} without checkpointing, {fits(fast)} with**")
     if slow.get("fits") and fast.get("fits"):
         head += f" ({fast['fits'] / slow['fits']:.2f}x the batch)"
     out += [head + ".", ""]
@@ -206,7 +223,8 @@ def _process_lines(entry: WorkloadComparison, cpu: bool):
 def _hta_lines(slow: VariantAggregate, fast: VariantAggregate, cpu: bool):
     """HTA's reading of the same traces beside ours; a disagreement of more than 5 points is flagged."""
     if cpu:
-        return ["- Second opinion (HolisticTraceAnalysis): nothing to read: HTA reads GPU traces and this is a CPU run."]
+        return ["- Second opinion (HolisticTraceAnalysis): nothing to read: "
+                "HTA reads GPU traces and this is a CPU run."]
     out = []
     for name, v in (("slow", slow), ("fast", fast)):
         h = (v.evidence.hta if v.evidence else None) or {}
@@ -247,7 +265,8 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     size = f", {cfg.image_size} px crops" if cfg.image_size else ""
     out += _host_bound(recipe, entry)
     out += [f"- {_headline(entry)}", f"- Memory: {fast.memory.peak_mb:.0f} MB vs {slow.memory.peak_mb:.0f} MB "
-            f"({(fast.memory.peak_mb / slow.memory.peak_mb - 1) * 100:+.1f}%)" if slow.memory.peak_mb else "- Memory: n/a"]
+            f"({(fast.memory.peak_mb / slow.memory.peak_mb - 1) * 100:+.1f}%)" if slow.memory.peak_mb
+            else "- Memory: n/a"]
     for key in (k for k in keys if metrics.get(k).value(slow) is not None):  # the point of the recipe, first
         m = metrics.get(key)
         change = m.change(slow, fast)
@@ -283,7 +302,8 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     out += [f"- Notice: {n}" for n in notices]
     out += [f"- **WARNING ({name})**: {w}" for name, v in (("slow", slow), ("fast", fast)) for w in v.warnings]
     out += [f"- GPU monitor ({name}): util {g['gpu_util_mean']:.0f}% mean, SM clock {g['sm_clock_mhz'][0]}-"
-            f"{g['sm_clock_mhz'][1]} MHz, max {g['temp_c_max']} C, {g['power_w_mean']:.0f} W of {g['power_limit_w']:.0f} W"
+            f"{g['sm_clock_mhz'][1]} MHz, max {g['temp_c_max']} C, "
+            f"{g['power_w_mean']:.0f} W of {g['power_limit_w']:.0f} W"
             for name, g in (("slow", slow.gpu_monitor), ("fast", fast.gpu_monitor)) if g and g.get("available")]
     out.append("")
     out += _mechanism_table(slow, fast, keys, cpu)
@@ -310,7 +330,8 @@ def _mechanism_table(slow, fast, keys, cpu):
     # a row where both sides are empty or zero says nothing, unless it is this recipe's evidence
     rows = [k for k in names if metrics.get(k).value(slow) or metrics.get(k).value(fast)
             or ((k in keys or k == "syncs_per_step") and metrics.get(k).value(slow) is not None)]
-    out = ["### Mechanism: what the technique moves", "", "| evidence | slow | fast | fast vs slow |", "|---|---:|---:|---:|"]
+    out = ["### Mechanism: what the technique moves", "", "| evidence | slow | fast | fast vs slow |",
+           "|---|---:|---:|---:|"]
     for k in rows:
         m = metrics.get(k)
         name = f"**{m.title(cpu)}**" if k in keys else m.title(cpu)

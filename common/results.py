@@ -213,7 +213,8 @@ class Evidence(Record):
     gpu_busy_ms_per_step: float | None
     launch_ms_per_step: float | None  # host time in CUDA launch calls
     idle_host_busy_ms_per_step: float | None  # GPU idle while the host runs ops (not data, not a sync)
-    profiled_step_ms: float | None  # a profiled step's length (CUDA: to the GPU's last work; the profiler slows steps a little)
+    # a profiled step's length (CUDA: to the GPU's last work; the profiler slows steps a little)
+    profiled_step_ms: float | None
     sync_apis_per_step: dict[str, float] | None
     memcpy_per_step: float | None
     phases: dict[str, PhaseEvidence]

@@ -24,7 +24,6 @@ from common.errors import EXIT_OOM, CookbookError
 from common.presets import WORKLOADS
 from common.results import Failure, RunResult, read_result
 
-
 LOG_TAIL = 15  # lines of a failed run's log shown in the terminal and the report
 
 
@@ -96,7 +95,8 @@ def output_folder(reports_dir, *parts) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise CookbookError(f"--reports-dir {reports_dir}: cannot write ({e.strerror}); choose a writable folder") from None
+        raise CookbookError(f"--reports-dir {reports_dir}: cannot write ({e.strerror}); "
+                            "choose a writable folder") from None
     return folder
 
 

@@ -88,6 +88,16 @@ def log_ratio_interval(slow, fast, level=0.95):
     return math.exp(diff - half), math.exp(diff + half)
 
 
+def level_interval(values, level=0.95):
+    """t-interval of the geometric mean of per-process figures (a rung's throughput, say); None for
+    fewer than two."""
+    if len(values) < 2:
+        return None
+    logs = [math.log(v) for v in values]
+    half = t_quantile(0.5 + level / 2, len(logs) - 1) * stdev(logs) / math.sqrt(len(logs))
+    return math.exp(fmean(logs) - half), math.exp(fmean(logs) + half)
+
+
 def bootstrap_interval(slow, fast, resamples=10_000, level=0.95, seed=0):
     """Percentile bootstrap over processes of median(slow) / median(fast). Kept to show, in the
     tests, why it is not the method: with few processes it is too narrow."""

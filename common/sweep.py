@@ -132,8 +132,9 @@ def run_sweep(argv) -> tuple[SweepResult, Path]:
             point.parity_ok = parity(runs["slow"][0], runs["fast"][0], rule).ok
             print(f"    {spec['knob']} {value}: {stats.describe(point.speedup)}", flush=True)
         points.append(point)
-    result = SweepResult(recipe=recipe, title=settings.TITLE, pair=pair, knob=spec["knob"], flag=spec["flag"], mode=mode,
-                         rounds=rounds, points=points, command="make sweep-" + recipe if not argv[1:]
+    result = SweepResult(recipe=recipe, title=settings.TITLE, pair=pair, knob=spec["knob"], flag=spec["flag"],
+                         mode=mode, rounds=rounds, points=points,
+                         command="make sweep-" + recipe if not argv[1:]
                          else "python -m common.sweep " + " ".join(argv))
     result.crossover = crossover(points, spec["knob"])
     write_result(out_dir / "sweep.json", result)
@@ -192,8 +193,9 @@ def render(r: SweepResult, reports_dir: Path) -> list[Path]:
         mem = lambda v: f"{v.memory.peak_mb:.0f}" if v and v.status == "ok" else ""  # noqa: E731
         s = p.speedup
         ci = "" if s is None else (f"{s.ratio:.2f}x" + (f" ({s.low:.2f}-{s.high:.2f})" if s.low is not None else ""))
-        lines.append(f"| {p.value} | {cell(p.slow)} | {cell(p.fast)} | {ci} | {s.verdict if s else ''} | {mem(p.slow)} | "
-                     f"{mem(p.fast)} | {'' if p.parity_ok is None else 'ok' if p.parity_ok else 'FAILED'} |")
+        lines.append(f"| {p.value} | {cell(p.slow)} | {cell(p.fast)} | {ci} | {s.verdict if s else ''} | "
+                     f"{mem(p.slow)} | {mem(p.fast)} | "
+                     f"{'' if p.parity_ok is None else 'ok' if p.parity_ok else 'FAILED'} |")
     for p in r.points:
         lines += [f"- {r.knob} {p.value}: {f}" for f in p.failed]
     if e and e.device_type != "cuda":

@@ -125,7 +125,8 @@ def read_csv(path: Path) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         raise CookbookError(f"--data {path}: the file is empty; give the Telco churn CSV") from None
     except (pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
-        raise CookbookError(f"--data {path}: not a readable CSV ({type(e).__name__}); give the Telco churn CSV") from None
+        raise CookbookError(f"--data {path}: not a readable CSV ({type(e).__name__}); "
+                            "give the Telco churn CSV") from None
     if df.empty:
         raise CookbookError(f"--data {path}: the CSV has no rows")
     missing = [c for c in COLUMNS if c not in df.columns]

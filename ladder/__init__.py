@@ -60,16 +60,20 @@ LADDERS = {
             RungSpec("device_batching", "device batching",
                      "requests kept on the GPU, batches sliced from a device permutation", SERVING,
                      changes=(("metric", "data_ops", "down"),)),
-            RungSpec("no_host_syncs", "no host syncs", "the forward's monitoring statistic stays on the device", SERVING,
-                     changes=(("metric", "syncs_per_step", "down"),)),
+            RungSpec("no_host_syncs", "no host syncs", "the forward's monitoring statistic stays on the device",
+                     SERVING, changes=(("metric", "syncs_per_step", "down"),)),
             RungSpec("ops_folded", "ops folded",
                      "the two needless elementwise ops folded into the data once, the unread mean gone", SERVING,
                      changes=(("metric", "forward_ops", "down"),)),
             RungSpec("inference_mode", "inference_mode", "torch.inference_mode() instead of torch.no_grad()", SERVING,
                      changes=(("observed", "inference_mode", True),)),
-            RungSpec("cuda_graphs", "CUDA graphs",
+            RungSpec("cuda_graphs", "CUDA graphs (compile)",
                      "torch.compile(mode=\"reduce-overhead\"): fused kernels replayed as one graph", SERVING,
                      changes=(("observed", "compiled", True), ("metric", "forward_ops", "down"))),
+            RungSpec("hand_graph", "hand-captured graph",
+                     "one hand-captured CUDA graph of the forward in place of compile's (a static input buffer), the "
+                     "answers copied to a page-locked buffer with non_blocking, one synchronize", SERVING,
+                     changes=(("observed", "answer_buffer", "preallocated"),)),
         ),
     ),
     "resnet18": LadderSpec(
@@ -90,13 +94,23 @@ LADDERS = {
                      changes=(("observed", "channels_last", True),)),
             RungSpec("amp", "AMP (bf16)", "torch.autocast to bfloat16 (fp16 with a GradScaler where the GPU has no "
                      "bf16)", LOOSE, changes=(("observed", "autocast_dtype", "torch.bfloat16"),)),
-            RungSpec("compile", "torch.compile", "the model compiled with Inductor", LOOSE,
-                     changes=(("observed", "compiled", True), ("metric", "forward_ops", "down"))),
+            RungSpec("cudnn_benchmark", "cudnn.benchmark", "cuDNN times its convolution algorithms for each shape "
+                     "once and keeps the fastest", LOOSE, changes=(("observed", "cudnn_benchmark", True),)),
             RungSpec("fused_adam", "fused Adam", "Adam(fused=True) on CUDA (foreach on CPU)", LOOSE,
                      changes=(("metric", "optimizer_ops", "down"),)),
-            RungSpec("larger_batch", "larger batch", "batch 256 (CPU: 32), which the memory freed by AMP allows",
+            RungSpec("compile", "torch.compile", "the model compiled with Inductor (fullgraph): BatchNorm + ReLU and "
+                     "the other elementwise chains fused", LOOSE,
+                     changes=(("observed", "compiled", True), ("metric", "forward_ops", "down"))),
+            RungSpec("cuda_graphs", "CUDA graphs", "mode=\"reduce-overhead\": the compiled forward and backward "
+                     "replayed as CUDA graphs", LOOSE, changes=(("observed", "compile_mode", "reduce-overhead"),)),
+            RungSpec("larger_batch", "batch 256", "batch 256 (CPU: 32), which the memory freed by AMP allows",
                      OTHER_BATCH, changes=(("config", "batch_size", "up"),),
-                     flags={"cuda": ["--batch-size", "256"], "cpu": ["--batch-size", "32"], "smoke": ["--batch-size", "8"]}),
+                     flags={"cuda": ["--batch-size", "256"], "cpu": ["--batch-size", "32"],
+                            "smoke": ["--batch-size", "8"]}),
+            RungSpec("batch_512", "batch 512", "batch 512 (CPU: 64): more work per launch and per graph replay",
+                     OTHER_BATCH, changes=(("config", "batch_size", "up"),),
+                     flags={"cuda": ["--batch-size", "512"], "cpu": ["--batch-size", "64"],
+                            "smoke": ["--batch-size", "12"]}),
         ),
     ),
 }
@@ -186,7 +200,12 @@ def adam(params, device: torch.device, fused: bool, lr: float) -> torch.optim.Op
 
 
 def apply_compile(model: torch.nn.Module, mode: str | None = None):
-    return torch.compile(model, mode=mode)
+    """fullgraph: a graph break is an error, not a silent slowdown."""
+    return torch.compile(model, mode=mode, fullgraph=True)
+
+
+def apply_cudnn_benchmark(on: bool) -> None:
+    torch.backends.cudnn.benchmark = on  # time each convolution's algorithms once per shape, keep the fastest
 
 
 def inference_context(on: bool):

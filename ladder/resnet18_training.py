@@ -7,8 +7,17 @@ ladder.LADDERS["resnet18"] up to that rung; see `make ladder`.
 import torch
 
 from common import data, harness, models
-from ladder import (adam, apply_channels_last, apply_compile, autocast, channels_last_input, grad_scaler, rung_flag,
-                    switches)
+from ladder import (
+    adam,
+    apply_channels_last,
+    apply_compile,
+    apply_cudnn_benchmark,
+    autocast,
+    channels_last_input,
+    grad_scaler,
+    rung_flag,
+    switches,
+)
 from recipes.dataloader import workers
 
 run = harness.start(__file__, __doc__, extend=rung_flag("resnet18"))
@@ -19,7 +28,9 @@ model = models.resnet18().to(run.device)
 if on("channels_last"):
     model = apply_channels_last(model)
 optimizer = adam(model.parameters(), run.device, fused=on("fused_adam"), lr=1e-4)
-forward = apply_compile(model) if on("compile") else model
+apply_cudnn_benchmark(on("cudnn_benchmark"))
+mode = "reduce-overhead" if on("cuda_graphs") else None
+forward = apply_compile(model, mode) if on("compile") else model
 criterion = torch.nn.CrossEntropyLoss()
 scaler = grad_scaler(run.device, enabled=on("amp"))
 
@@ -42,6 +53,8 @@ for images, labels in run.loop(batches):
         if on("channels_last"):
             images = channels_last_input(images)
     with run.phase("forward"), autocast(run.device, on("amp")):
+        if on("cuda_graphs"):
+            torch.compiler.cudagraph_mark_step_begin()  # a new step: the graphs' earlier outputs may be reused
         outputs = forward(images)
         loss = criterion(outputs, labels)
     with run.phase("backward"):
@@ -59,7 +72,9 @@ for images, labels in run.loop(batches):
     seen += labels.numel()
     run.log_loss(loss)
 
-run.extra["observed"] = {"loader_workers": loader_workers, "channels_last": images.is_contiguous(memory_format=torch.channels_last),
-                         "autocast_dtype": str(outputs.dtype), "compiled": forward is not model}
+run.extra["observed"] = {"loader_workers": loader_workers,
+                         "channels_last": images.is_contiguous(memory_format=torch.channels_last),
+                         "autocast_dtype": str(outputs.dtype), "compiled": forward is not model,
+                         "cudnn_benchmark": torch.backends.cudnn.benchmark, "compile_mode": mode}
 run.extra.update(rung=run.args.rung, train_accuracy=float(correct) / seen)
 run.finish()

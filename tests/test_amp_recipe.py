@@ -3,6 +3,7 @@ import json
 
 from common import profiling
 from common.results import SCHEMA_VERSION
+
 from conftest import run_module
 
 WORKLOADS = ("churn", "resnet18")
@@ -62,7 +63,7 @@ def test_report_has_environment_tables_evidence_and_diffs(amp_smoke):
         assert f"+++ {w}_fast.py" in md
     for title in ("self memory", "CPU time", "call count"):
         assert md.count(title) >= 2
-    assert md.count("per-process medians") == 4 and md.count("Parity of the training loss (passed)") == 2
+    assert md.count(": per-process medians ") == 4 and md.count("Parity of the training loss (passed)") == 2
     assert md.count("no interval: 1 process each") == 2 and "nothing to read: HTA reads GPU traces" in md
     assert "make tensorboard" in md and "127.0.0.1:6006" in md
     assert (reports / "amp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -124,16 +125,20 @@ def test_amp_changes_precision_not_the_arithmetic(amp_smoke):
 def test_phase_evidence_attributes_kernels_by_correlation_and_counts_top_level_ops(tmp_path):
     """A hand-made CUDA-style trace of 1 step: the optimizer range calls 2 ops (one with a nested
     op) and launches 2 kernels; a launch on another thread inside the same time span is not its own."""
-    ann = lambda name, ts, dur, tid=1: {"ph": "X", "cat": "user_annotation", "name": name, "ts": ts, "dur": dur, "tid": tid}  # noqa: E731
+    ann = lambda name, ts, dur, tid=1: {"ph": "X", "cat": "user_annotation", "name": name,  # noqa: E731
+                                        "ts": ts, "dur": dur, "tid": tid}
     events = [
         ann("ProfilerStep#1", 0, 100),
         ann("optimizer", 50, 40),
         {"ph": "X", "cat": "cpu_op", "name": "aten::_foreach_add_", "ts": 52, "dur": 10, "tid": 1},
         {"ph": "X", "cat": "cpu_op", "name": "aten::add_", "ts": 53, "dur": 2, "tid": 1},  # nested: not a call
         {"ph": "X", "cat": "cpu_op", "name": "aten::mul_", "ts": 70, "dur": 5, "tid": 1},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 55, "dur": 1, "tid": 1, "args": {"correlation": 7}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 71, "dur": 1, "tid": 1, "args": {"correlation": 8}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 60, "dur": 1, "tid": 2, "args": {"correlation": 9}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 55, "dur": 1, "tid": 1,
+         "args": {"correlation": 7}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 71, "dur": 1, "tid": 1,
+         "args": {"correlation": 8}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 60, "dur": 1, "tid": 2,
+         "args": {"correlation": 9}},
         {"ph": "X", "cat": "kernel", "name": "k7", "ts": 58, "dur": 4, "args": {"correlation": 7}},
         {"ph": "X", "cat": "kernel", "name": "k8", "ts": 75, "dur": 6, "args": {"correlation": 8}},
         {"ph": "X", "cat": "kernel", "name": "k9", "ts": 62, "dur": 50, "args": {"correlation": 9}},
@@ -146,3 +151,25 @@ def test_phase_evidence_attributes_kernels_by_correlation_and_counts_top_level_o
     assert opt == {"host_ms": 0.04, "ops": 2, "kernels": 2, "kernel_ms": 0.01}
     cpu = profiling.trace_evidence(path, torch.device("cpu"), ("optimizer",))["phases"]["optimizer"]
     assert cpu["ops"] == 2 and cpu["kernels"] is None
+
+
+def test_a_sync_is_a_device_read_or_a_sync_call_on_its_own(tmp_path):
+    """Per step: a scalar read with the sync call inside it counts once; a sync call on its own
+    counts; a read of a CPU tensor inside optimizer.step() (Adam's step counter) does not; the
+    profiler's own synchronize after the last step lies outside the steps and does not count."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 100, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::_local_scalar_dense", "ts": 10, "dur": 5, "tid": 1},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": 11, "dur": 3, "tid": 1},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": 30, "dur": 4, "tid": 1},
+        {"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#Adam.step", "ts": 50, "dur": 20, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::_local_scalar_dense", "ts": 55, "dur": 1, "tid": 1},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": 150, "dur": 60, "tid": 1},
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 10},
+    ]
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    import torch
+
+    ev = profiling.trace_evidence(path, torch.device("cuda"))
+    assert ev["syncs_per_step"] == 2 and ev["sync_ms_per_step"] == 0.009

@@ -2,6 +2,7 @@
 import torch
 
 from common import data
+
 from conftest import comparison_of
 
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from common import graphs
+
 from conftest import comparison_of
 
 

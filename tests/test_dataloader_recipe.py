@@ -4,6 +4,7 @@ from torch.utils.data import TensorDataset
 
 from common import data
 from common.device_batches import DeviceBatches
+
 from conftest import comparison_of
 
 

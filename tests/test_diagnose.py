@@ -2,6 +2,7 @@
 import pytest
 
 from common import diagnose
+
 from conftest import REPO, run_module
 
 PLANTED = REPO / "tests" / "planted"
@@ -74,6 +75,7 @@ def _result(device="cpu", data=0.0, forward=0.5, syncs=0.0, sync_ms=0.0, busy=No
     """A hand-made result of a --phase-timing run: phase means, and the trace's costs."""
     from common import stats
     from common.results import Evidence, PhaseEvidence
+
     from tests_helpers import run_result
 
     r = run_result(median=step, device=device)

@@ -38,7 +38,8 @@ def test_bad_flags(flags, words):
 def test_unreadable_data_file(tmp_path):
     bad = tmp_path / "telco.csv"
     bad.write_bytes(b"\x00\x01\x02 not a csv")
-    line = one_line(run_module("recipes.amp.churn_slow", "--smoke", "--data", str(bad), "--out", str(tmp_path / "r.json")))
+    line = one_line(run_module("recipes.amp.churn_slow", "--smoke", "--data", str(bad),
+                               "--out", str(tmp_path / "r.json")))
     assert str(bad) in line and "not a readable CSV" in line
     assert not (tmp_path / "r.json").exists()
 

@@ -1,6 +1,7 @@
 """`make recipe-grad_accumulation` in smoke mode: the same effective batch from micro-batches."""
-from conftest import comparison_of
 from recipes.grad_accumulation import ACCUMULATE
+
+from conftest import comparison_of
 
 
 def test_grad_accumulation_pairs_keep_parity_with_the_full_batch(smoke_run):

@@ -5,6 +5,7 @@ import pytest
 import ladder
 from common import metrics
 from common.results import LadderSummary, read_result
+
 from conftest import run_module
 
 
@@ -76,7 +77,8 @@ def test_speedups_are_against_rung_0_and_the_rung_below(climbed):
     _, reports = climbed
     rungs = summary(reports, "resnet18").rungs
     assert rungs[-1].aggregate.config.batch_size > rungs[-2].aggregate.config.batch_size
-    assert rungs[-1].cumulative == pytest.approx(rungs[-1].aggregate.throughput_per_s / rungs[0].aggregate.throughput_per_s)
+    assert rungs[-1].cumulative == pytest.approx(
+        rungs[-1].aggregate.throughput_per_s / rungs[0].aggregate.throughput_per_s)
     per_sample = lambda r: r.aggregate.median_ms / r.aggregate.config.batch_size  # noqa: E731
     for below, rung in zip(rungs, rungs[1:]):
         assert rung.incremental.ratio == pytest.approx(per_sample(below) / per_sample(rung))
@@ -85,6 +87,7 @@ def test_speedups_are_against_rung_0_and_the_rung_below(climbed):
 def test_incremental_speedup_is_against_the_rung_below_even_after_a_failure():
     """The old code compared with the last rung that ran: after a failed rung, against two below."""
     from common.ladder import summarize
+
     from tests_helpers import run_result
 
     runs = {0: [run_result(median=10.0)], 2: [run_result(median=5.0)]}  # rung 1 failed
@@ -120,21 +123,31 @@ def test_fp16_gets_a_grad_scaler_bf16_does_not(monkeypatch):
 
 
 def test_targets_are_checked_only_on_a_gpu_run_and_say_by_how_much():
+    from common.aggregate import aggregate
     from common.ladder import _targets
     from common.results import Rung
-    from common.aggregate import aggregate
+
     from tests_helpers import run_result
 
-    def rung(i, median_ms, batch, cumulative):
+    def rung(i, median_ms, batch, cumulative, rid=None):
         agg = aggregate([run_result(median=median_ms, batch_size=batch)])
-        return Rung(index=i, id=f"r{i}", name="x", adds="", status="ok", aggregate=agg, cumulative=cumulative)
+        return Rung(index=i, id=rid or f"r{i}", name="x", adds="", status="ok", aggregate=agg, cumulative=cumulative)
 
     gpu = LadderSummary(workload="resnet18", what="", mode="cuda", command="", failures=[],
-                        rungs=[rung(0, 64.0, 32, 1.0), rung(1, 6.4, 32, 10.0)])
+                        rungs=[rung(0, 64.0, 32, 1.0), rung(1, 32.0, 256, 16.0)])
     text = "\n".join(_targets(gpu))
-    assert "5,000 images/s: missed by 2.0x" in text and "cumulative speedup 10.0x: met" in text
+    assert "8,000 images/s: missed (2.25x short)" in text and "cumulative speedup 16.0x: missed (36x wanted)" in text
     churn = LadderSummary(workload="churn", what="", mode="cuda", command="", failures=[],
-                          rungs=[rung(0, 2.0, 512, 1.0), rung(1, 0.05, 512, 40.0)])
-    assert "ms: met" in "\n".join(_targets(churn))
+                          rungs=[rung(0, 2.0, 512, 1.0), rung(1, 0.3, 512, 6.7, "cuda_graphs"),
+                                 rung(2, 0.1, 512, 20.0, "hand_graph")])
+    text = "\n".join(_targets(churn))
+    assert "p99/median 1.01: met" in text and "3.00x: missed (1.2x wanted)" in text and "20.0x: met" in text
     gpu.mode = "cpu"
     assert "Not checked" in "\n".join(_targets(gpu))
+
+
+def test_a_rung_throughput_has_an_interval_over_processes():
+    from common import stats
+
+    lo, hi = stats.level_interval([1000.0, 1100.0, 1050.0])
+    assert lo < 1048 < hi and stats.level_interval([1000.0]) is None

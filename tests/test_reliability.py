@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from common import gpu_monitor
+
 from conftest import REPO
 
 
@@ -93,8 +94,9 @@ def test_two_runs_at_once_keep_their_files_apart(tmp_path):
 
 def test_noisy_processes_are_flagged_with_advice():
     from common import report
-    from tests_helpers import run_result
     from common.aggregate import aggregate
+
+    from tests_helpers import run_result
 
     assert report.noisy(aggregate([run_result(median=m) for m in (10, 14, 9)]))
     assert not report.noisy(aggregate([run_result(median=m) for m in (10, 10.2, 9.9)]))

@@ -8,6 +8,7 @@ import pytest
 from common import aggregate, runner
 from common.errors import CookbookError
 from common.results import SCHEMA_VERSION, Comparison, RunResult, read_result, write_result
+
 from tests_helpers import run_result
 
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from common import traceview
+
 from conftest import REPO
 
 SOURCES = [p for folder in ("common", "recipes", "baselines") for p in (REPO / folder).rglob("*.py")]

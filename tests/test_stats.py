@@ -42,6 +42,7 @@ def test_two_rounds_give_a_true_median_not_the_maximum():
     s = stats.speedup([10.0, 14.0], [5.0, 7.0])
     assert s.ratio == pytest.approx(12.0 / 6.0)
     from common.aggregate import aggregate
+
     from tests_helpers import run_result
 
     agg = aggregate([run_result(median=10.0), run_result(median=14.0)])

@@ -3,6 +3,7 @@ import json
 
 from common import sweep
 from common.results import Speedup
+
 from conftest import run_module
 
 
@@ -28,7 +29,8 @@ def test_the_crossover_is_where_the_speedup_starts_to_hold():
     v = lambda *vs: [_point(x, verdict) for x, verdict in zip((16, 32, 64, 128), vs)]  # noqa: E731
     assert sweep.crossover(v("undecided", "slower", "faster", "faster"), "batch size") == \
         "pays off from batch size 64 up (not at 32)"
-    assert sweep.crossover(v("faster", "faster", "faster", "faster"), "batch size").startswith("pays off over the whole")
+    assert sweep.crossover(v("faster", "faster", "faster", "faster"), "batch size").startswith(
+        "pays off over the whole")
     assert sweep.crossover(v("slower", "undecided", "undecided", "slower"), "batch size") == \
         "does not pay off anywhere in the range measured (batch size 16 to 128); slower at 16, 128"
     assert "only" in sweep.crossover(v("faster", "undecided", "faster", "undecided"), "batch size")

@@ -13,8 +13,9 @@ from torch.utils import benchmark
 
 from common import compare, harness, models, telco
 from common.device_batches import DeviceBatches
-from conftest import REPO
 from recipes import amp
+
+from conftest import REPO
 
 STEPS, WARMUP, ROUNDS = 30, 5, 16
 

@@ -1,22 +1,22 @@
 """Hand-made typed results for unit tests that need no child process."""
-from common.results import Config, Memory, RunResult, Stamp, Timing
 from common import stats
+from common.results import Config, Memory, RunResult, Stamp, Timing
 
 
 def stamp(device="cpu") -> Stamp:
     return Stamp(device_type=device, gpu_name="NVIDIA H100 80GB HBM3" if device == "cuda" else None,
-                 gpu_memory_gb=85.0 if device == "cuda" else None, driver=None, cuda="13.0", cudnn=None, tf32_matmul=False,
-                 tf32_cudnn=True, cudnn_benchmark=False, float32_matmul_precision="highest", torch="2.11.0",
-                 torchvision="0.26.0", python="3.12", cpu="test CPU", cpu_count=2, cpu_set=[0, 1], torch_threads=2,
-                 date="2026-11-22T00:00:00+00:00", git_commit="abc")
+                 gpu_memory_gb=85.0 if device == "cuda" else None, driver=None, cuda="13.0", cudnn=None,
+                 tf32_matmul=False, tf32_cudnn=True, cudnn_benchmark=False, float32_matmul_precision="highest",
+                 torch="2.11.0", torchvision="0.26.0", python="3.12", cpu="test CPU", cpu_count=2, cpu_set=[0, 1],
+                 torch_threads=2, date="2026-11-22T00:00:00+00:00", git_commit="abc")
 
 
 def run_result(median=10.0, steps=20, variant="slow", losses=None, batch_size=32, device="cpu", status="ok",
                spread=0.01) -> RunResult:
     step_ms = [median * (1 + spread * ((i % 5) - 2) / 2) for i in range(steps)]
-    r = RunResult(recipe="amp", workload="churn", pair="churn", variant=variant, status=status, device=device, smoke=False,
-                  config=Config(batch_size=batch_size, steps=steps, warmup=2, profile_steps=0, image_size=None, seed=42,
-                                data="synthetic"),
+    r = RunResult(recipe="amp", workload="churn", pair="churn", variant=variant, status=status, device=device,
+                  smoke=False, config=Config(batch_size=batch_size, steps=steps, warmup=2, profile_steps=0,
+                                             image_size=None, seed=42, data="synthetic"),
                   env=stamp(device), data_source={"kind": "synthetic"}, notices=[], total_s=1.0)
     if status == "ok":
         r.timing = Timing(step_ms=step_ms, summary=stats.summarize(step_ms, batch_size), warmup_steps=2, warmup_s=0.1,

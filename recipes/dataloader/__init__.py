@@ -14,6 +14,11 @@ def workers(run=None) -> int:
     which the training process keeps (at most 16: beyond that the workers mostly contend for
     memory bandwidth)."""
     if run is not None and getattr(run.args, "workers", None) is not None:
+        if run.args.workers < 1:
+            from common.errors import CookbookError
+
+            raise CookbookError("--workers 0: this script's point is its worker processes; give 1 or more "
+                                "(the slow twin is the one without workers)")
         return run.args.workers
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(16, cores - 1))

@@ -21,7 +21,8 @@ batches = data.loader(run, data.cifar10_train_dataset(run), num_workers=workers(
 
 for images, labels in run.loop(batches):
     with run.phase("copy"):
-        images, labels = images.to(run.device, non_blocking=True), labels.to(run.device, non_blocking=True)  # no host wait
+        # no host wait
+        images, labels = images.to(run.device, non_blocking=True), labels.to(run.device, non_blocking=True)
     with run.phase("forward"):
         outputs = model(images)
         loss = criterion(outputs, labels)

@@ -2,6 +2,17 @@
 
 TITLE = "Gradient accumulation"
 ACCUMULATE = 4  # micro-batches per optimizer step in the fast twin
+
+
+def micro_batches(tensor):
+    """The batch as ACCUMULATE equal micro-batches: each one's loss is divided by ACCUMULATE, which
+    weighs them right only when they are the same size."""
+    if tensor.shape[0] % ACCUMULATE:
+        from common.errors import CookbookError
+
+        raise CookbookError(f"--batch-size {tensor.shape[0]}: gradient accumulation here splits a batch into "
+                            f"{ACCUMULATE} equal micro-batches; give a multiple of {ACCUMULATE}")
+    return tensor.chunk(ACCUMULATE)
 # The same data and the same mean loss, but dropout draws its masks per micro-batch and BatchNorm
 # normalizes each micro-batch with its own statistics, so single steps differ a little and the
 # trajectories stay close: compared by windows against the full batch.

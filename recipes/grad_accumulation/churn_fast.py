@@ -7,7 +7,7 @@ step follows. Only a micro-batch's activations are alive at a time.
 import torch
 
 from common import data, harness, models
-from recipes.grad_accumulation import ACCUMULATE  # micro-batches per step
+from recipes.grad_accumulation import ACCUMULATE, micro_batches  # k equal micro-batches per step
 
 run = harness.start(__file__, __doc__)
 features, targets = data.churn_train(run)
@@ -19,7 +19,7 @@ batches = data.device_batches(run, features, targets)
 for x, y in run.loop(batches):
     optimizer.zero_grad(set_to_none=True)  # once per step: the micro-batches add into the gradients
     loss = 0.0  # the full batch's mean loss, summed from its parts
-    for x_part, y_part in zip(x.chunk(ACCUMULATE), y.chunk(ACCUMULATE)):  # a quarter of the activations at a time
+    for x_part, y_part in zip(micro_batches(x), micro_batches(y)):  # a quarter of the activations at a time
         with run.phase("forward"):
             probs = model(x_part).squeeze(1)  # a micro-batch
             part = criterion(probs, y_part) / ACCUMULATE  # its share of the full batch's mean loss

@@ -8,7 +8,7 @@ activations are alive at a time; BatchNorm sees micro-batch statistics.
 import torch
 
 from common import data, harness, models
-from recipes.grad_accumulation import ACCUMULATE  # micro-batches per step
+from recipes.grad_accumulation import ACCUMULATE, micro_batches  # k equal micro-batches per step
 
 run = harness.start(__file__, __doc__)
 model = models.resnet18().to(run.device)
@@ -19,7 +19,7 @@ batches = data.cifar10_train_batches(run)
 for images, labels in run.loop(batches):
     optimizer.zero_grad(set_to_none=True)  # once per step: the micro-batches add into the gradients
     loss = 0.0  # the full batch's mean loss, summed from its parts
-    for images_part, labels_part in zip(images.chunk(ACCUMULATE), labels.chunk(ACCUMULATE)):  # a quarter at a time
+    for images_part, labels_part in zip(micro_batches(images), micro_batches(labels)):  # a quarter at a time
         with run.phase("forward"):
             outputs = model(images_part)  # a micro-batch
             part = criterion(outputs, labels_part) / ACCUMULATE  # its share of the full batch's mean loss

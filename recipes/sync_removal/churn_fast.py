@@ -29,5 +29,6 @@ for x, y in run.loop(batches):
     mean_activation += model.last_mean_activation  # a device tensor: no wait
     run.log_loss(loss)
 
-print(f"mean training loss {running_loss.item() / run.steps_run:.4f}, mean activation {mean_activation.item() / run.steps_run:.4f}")  # one sync, at the end
+print(f"mean training loss {running_loss.item() / run.steps_run:.4f}, "  # one sync, at the end
+      f"mean activation {mean_activation.item() / run.steps_run:.4f}")  # and one for this sum
 run.finish()

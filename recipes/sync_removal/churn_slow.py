@@ -30,5 +30,6 @@ for x, y in run.loop(batches):
     mean_activation += model.last_mean_activation  # a float: the forward's .item() already synced
     run.log_loss(loss)
 
-print(f"mean training loss {running_loss / run.steps_run:.4f}, mean activation {mean_activation / run.steps_run:.4f}")
+print(f"mean training loss {running_loss / run.steps_run:.4f}, "
+      f"mean activation {mean_activation / run.steps_run:.4f}")
 run.finish()

@@ -29,5 +29,6 @@ for images, labels in run.loop(batches):
     seen += labels.numel()
     run.log_loss(loss)
 
-print(f"mean training loss {running_loss.item() / run.steps_run:.4f}, training accuracy {correct.item() / seen:.2%}")  # one sync each, at the end
+# one sync each, at the end
+print(f"mean training loss {running_loss.item() / run.steps_run:.4f}, training accuracy {correct.item() / seen:.2%}")
 run.finish()
