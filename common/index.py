@@ -130,6 +130,34 @@ def _beyond_recipes(reports_dir: Path) -> list[str]:
     return (["## Baselines and ladders", ""] + out + [""]) if out else []
 
 
+def _archives(reports_dir: Path) -> list[str]:
+    """Earlier GPU runs kept unedited under reports/archive/<run>/, each with its ARCHIVE.md."""
+    found = sorted(p.parent for p in (reports_dir / "archive").glob("*/ARCHIVE.md"))
+    if not found:
+        return []
+    out = ["## Earlier GPU runs (older versions of the code)", ""]
+    for folder in found:
+        title = folder.joinpath("ARCHIVE.md").read_text().splitlines()[0].lstrip("# ")
+        out.append(f"- [{folder.name}](archive/{folder.name}/ARCHIVE.md): {title}")
+    return out + [""]
+
+
+def _sweeps(reports_dir: Path) -> list[str]:
+    """Links to the sweeps present, with the regime each found."""
+    out = []
+    for recipe in recipes.available():
+        path = reports_dir / "results" / "sweep" / recipe / "sweep.json"
+        if (reports_dir / f"sweep_{recipe}.md").exists() and path.exists():
+            try:
+                from common.sweep import SweepResult
+
+                regime = read_result(path, SweepResult, f"make sweep-{recipe}").crossover
+            except (CookbookError, TypeError, KeyError):
+                regime = f"unreadable results: re-run make sweep-{recipe}"
+            out.append(f"- [Sweep: {recipe}](sweep_{recipe}.md): {regime}")
+    return (["## Regime maps (sweeps)", ""] + out + [""]) if out else []
+
+
 def render(reports_dir: Path) -> list[Path]:
     reports_dir = Path(reports_dir)
     table = rows(latest(reports_dir))
@@ -149,6 +177,8 @@ def render(reports_dir: Path) -> list[Path]:
         if any(r.cpu for r in table):
             lines += ["Rows marked CPU are CPU runs: they check the pipeline, they are not GPU results.", ""]
     lines += _beyond_recipes(reports_dir)
+    lines += _sweeps(reports_dir)
+    lines += _archives(reports_dir)
     written = []
     if any(r.speedup for r in table):
         atomic_write_bytes(reports_dir / "overview.png", _plot(table))

@@ -214,6 +214,9 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     result, reports_dir = run_sweep(argv)
     written = render(result, reports_dir)
+    from common import index
+
+    written += index.render(reports_dir)
     print(f"regime: {result.crossover}\nreport: {', '.join(map(str, written))}", flush=True)
     return 1 if any(p.failed or p.parity_ok is False for p in result.points) else 0
 

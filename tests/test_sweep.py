@@ -18,6 +18,7 @@ def test_a_smoke_sweep_writes_its_report_and_plot(tmp_path):
     saved = json.loads((tmp_path / "results" / "sweep" / "amp" / "sweep.json").read_text())
     assert [p["value"] for p in saved["points"]] == [2, 4]
     assert all(p["speedup"]["processes"] == [2, 2] and p["speedup"]["low"] is not None for p in saved["points"])
+    assert "- [Sweep: amp](sweep_amp.md): " in (tmp_path / "README.md").read_text()  # the overview links it
 
 
 def _point(value, verdict):
