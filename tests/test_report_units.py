@@ -1,0 +1,104 @@
+"""Report pieces that need no child process: what is written and linked, the host-bound lead, MFU,
+and the defects found in review (a PNG path printed but not written, the phase timer's reserved
+peak, the baselines' step count)."""
+import pytest
+import torch
+
+from common import aggregate, metrics, report, stats
+from common.results import Comparison, Evidence, WorkloadComparison
+
+from tests_helpers import run_result
+
+
+def _evidence(idle: float) -> Evidence:
+    return Evidence(trace="t", profiled_steps=5, ops_per_step=412, syncs_per_step=0, sync_ops_per_step={},
+                    sync_ms_per_step=0, kernels_per_step=70, gpu_idle_share=idle, gpu_busy_ms_per_step=0.3,
+                    launch_ms_per_step=0.5, idle_host_busy_ms_per_step=4.4, profiled_step_ms=4.9,
+                    sync_apis_per_step={}, memcpy_per_step=0, phases={},
+                    views={k: {"key": "calls", "rows": []} for k in report.VIEW_TITLES},
+                    hta={"available": True, "idle_share": idle + 0.08, "blocked_on_full_queue_ms_per_step": 0.0,
+                         "launches_per_step": 89})
+
+
+def _entry(slow_medians, fast_medians, device="cuda", idle=0.95) -> WorkloadComparison:
+    slow = [run_result(median=m, device=device) for m in slow_medians]
+    fast = [run_result(median=m, device=device, variant="fast") for m in fast_medians]
+    for r in slow + fast:
+        r.evidence = _evidence(idle) if device == "cuda" else None
+    entry = WorkloadComparison(slow=aggregate.aggregate(slow), fast=aggregate.aggregate(fast))
+    entry.speedup = stats.speedup(entry.slow.process_medians_ms, entry.fast.process_medians_ms)
+    entry.parity = aggregate.parity(slow[0], fast[0], {"early_steps": 5, "early_rtol": 0.01, "window": 10,
+                                                         "rtol": 0.05})
+    return entry
+
+
+def _comparison(entry) -> Comparison:
+    return Comparison(recipe="amp", title="AMP", evidence_keys=["peak_mb"], smoke=False, device="cuda", command="x",
+                      results_dir="r", workloads={"churn": entry}, failures=[])
+
+
+def test_a_host_bound_pair_that_does_not_pay_says_so_first(tmp_path):
+    md = report.render_markdown(_comparison(_entry([2.8, 2.3, 1.7], [3.0, 3.1, 2.7])), tmp_path)
+    section = md.split("## churn")[1]
+    first = section.strip().splitlines()[0]
+    assert first.startswith("- **Host-bound: this step cannot get faster from this technique here.**")
+    assert "idle 95%" in first and "412 ops" in first and "70 kernels" in first and "cuda_graphs" in first
+    assert "they disagree by 8 points" in section  # HTA's idle share beside ours, flagged above 5 points
+
+
+def test_a_pair_that_pays_or_runs_on_a_cpu_gets_no_host_bound_lead(tmp_path):
+    faster = report.render_markdown(_comparison(_entry([10.0, 10.1, 9.9], [5.0, 5.1, 4.9])), tmp_path)
+    assert "Host-bound" not in faster and "Speedup: 2.00x (95% CI" in faster
+    cpu = report.render_markdown(_comparison(_entry([2.8, 2.3, 1.7], [3.0, 3.1, 2.7], device="cpu")), tmp_path)
+    assert "Host-bound" not in cpu and "nothing to read" in cpu
+
+
+def test_only_written_files_are_listed(tmp_path):
+    """A comparison where one variant failed has no speedup and no plot: the old code still
+    printed reports/<recipe>.png."""
+    entry = _entry([10.0, 10.1], [5.0, 5.1])
+    entry.fast, entry.speedup, entry.parity = None, None, None
+    written = report.render(_comparison(entry), tmp_path)
+    assert all(p.exists() for p in written) and not (tmp_path / "amp.png").exists()
+
+
+def test_mfu_is_achieved_tflops_over_the_measured_ceiling():
+    agg = aggregate.aggregate([run_result(median=10.0, device="cuda")])
+    agg.flops_per_step = 4e12  # 4 TFLOP in 10 ms: 400 TFLOP/s
+    agg.ceiling = {"bf16_tflops": 800.0}
+    assert metrics.get("tflops").value(agg) == pytest.approx(400.0)
+    assert metrics.get("mfu").text(agg) == "50.0%"
+    agg.ceiling = None  # a CPU run, or not measured: no MFU rather than a guess
+    assert metrics.get("mfu").text(agg) == "n/a"
+
+
+def test_serving_reports_bytes_moved_per_second():
+    agg = aggregate.aggregate([run_result(median=0.5)])
+    agg.bytes_per_step = 512 * 38 * 4 + 512 * 4
+    assert metrics.get("bytes_per_s").text(agg) == "159.74 MB/s"
+
+
+def test_the_phase_timer_keeps_the_largest_reserved_peak(monkeypatch):
+    """Under --phase-timing every phase resets the allocator's peaks; the run's reserved peak must
+    be the largest seen in any phase, not the last phase's."""
+    from common import timing
+
+    reserved = iter([300 * 2**20, 900 * 2**20, 200 * 2**20])
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: 100 * 2**20)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda *a: next(reserved))
+    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing: type("E", (), {"record": lambda self: None})())
+    timer = timing.PhaseTimer(torch.device("cuda"))
+    for phase in ("forward", "backward", "optimizer"):
+        timer.stop(0, phase, timer.start())
+    assert timer.reserved_peak_mb == 900
+
+
+def test_the_churn_baseline_trains_the_seed_s_440_steps():
+    """5 epochs at batch 64 over 5,634 rows is 440 steps: warm-up + timed + profiled (+ the
+    profiler's warm-up step) + the FLOP-counted step. The old settings ran 441."""
+    import baselines
+
+    for mode in ("cuda", "cpu"):
+        d = baselines.DEFAULTS["churn"][mode]
+        assert d["warmup"] + d["steps"] + d["profile_steps"] + 1 + 1 == 440
