@@ -21,8 +21,15 @@ def capture(step, model: torch.nn.Module, optimizer: torch.optim.Optimizer | Non
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(warmup):
-            step()
+        for i in range(warmup):
+            if i == 0 and run is not None:  # a replay runs no ops to count: count this eager step instead
+                from torch.utils.flop_counter import FlopCounterMode
+
+                with FlopCounterMode(display=False) as counter:
+                    step()
+                run.graph_flops = counter.get_total_flops() or None
+            else:
+                step()
     torch.cuda.current_stream().wait_stream(side)
     with torch.no_grad():
         for name, tensor in model.state_dict().items():

@@ -161,6 +161,7 @@ class Run:
         self._losses = []
         self._batch_bytes = self._output_bytes = None
         self.extra = {}  # anything a script adds to its result (a baseline's inference sweep, say)
+        self.graph_flops = None  # set by common.graphs.capture: a recorded step's FLOPs, counted eagerly
         self.steps_run = 0  # batches the loop has handed out so far (warm-up and profiled included)
         self._stream = None
         self._warm = self._timing = self._evidence = self._flops = None
@@ -179,8 +180,10 @@ class Run:
         if self.device.type != "cuda":
             self.notices.append(f"--memory-budget-gb {gb:g}: a memory budget needs CUDA; ignored on a CPU")
             return
-        total = torch.cuda.get_device_properties(self.device).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, gb * 1e9 / total), self.device)
+        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        total = torch.cuda.get_device_properties(index).total_memory
+        # the allocator's cap: the CUDA context and libraries' workspaces come on top of it
+        torch.cuda.set_per_process_memory_fraction(min(1.0, gb * 1e9 / total), index)
         self.notices.append(f"GPU memory capped at {gb:g} GB of {total / 1e9:.0f} GB (--memory-budget-gb)")
 
     # --- used by the script -------------------------------------------------------------------
@@ -203,10 +206,12 @@ class Run:
         self._losses.append(loss.detach())
 
     def log_output(self, output: torch.Tensor) -> None:
-        """Serving scripts: the batch's mean output stands in for the loss in the parity check."""
+        """Serving scripts: the batch's mean output stands in for the loss in the parity check. Kept
+        as a copy (a served answer may sit in a reused buffer) and reduced after the loop, so the
+        step pays a small copy, not a reduction."""
         if self._output_bytes is None:
             self._output_bytes = output.nelement() * output.element_size()  # what goes back to the caller
-        self._losses.append(output.detach().float().mean())
+        self._losses.append(output.detach().clone())
 
     def loop(self, batches):
         """Yield warm-up, timed, profiled and counted batches; each stage measures its own."""
@@ -332,8 +337,9 @@ class Run:
         counter = FlopCounterMode(display=False)
         with eager, counter:
             yield self._next()
-        # a replayed CUDA graph runs no aten ops for the counter to see: no count, rather than 0
-        return counter.get_total_flops() or None
+        # a replayed CUDA graph runs no aten ops for the counter to see: the count common.graphs took
+        # of the same step when it recorded it, else no count rather than 0
+        return counter.get_total_flops() or self.graph_flops
 
     # --- results --------------------------------------------------------------------------------
     def _config(self) -> Config:
@@ -364,7 +370,8 @@ class Run:
     def finish(self) -> RunResult:
         if self._timing is None:
             raise RuntimeError("run.finish() before run.loop() ran to its end")
-        losses = torch.stack(self._losses).float().cpu().tolist() if self._losses else []
+        losses = [float(x.float().mean()) for x in self._losses] if self._losses and self._losses[0].dim() else \
+            (torch.stack(self._losses).float().cpu().tolist() if self._losses else [])
         gpu = self._monitor.summary() if self._monitor else {"available": False, "warnings": []}
         result = self._result("ok")
         result.timing, result.memory, result.evidence = self._timing, self._memory, self._evidence
@@ -417,6 +424,8 @@ def compile_stats() -> dict | None:
         return None
     breaks = sum(counters["graph_break"].values())
     return {"graphs": graphs, "graph_breaks": breaks, "recompiles": max(0, graphs - 1 - breaks),
+            # mode="reduce-overhead" skips CUDA graphs silently (a mutated input, a CPU tensor...)
+            "cudagraph_skips": counters["inductor"].get("cudagraph_skips", 0),
             "break_reasons": [r.splitlines()[0][:200] for r in counters["graph_break"]][:5]}
 
 

@@ -140,11 +140,29 @@ def _top_level(ops) -> int:
     return count
 
 
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")  # cudaLaunchKernel, and cuLaunchKernel (Triton, Inductor, cuBLASLt)
+
+
+def _autograd_threads(events) -> set:
+    """Threads that run autograd's backward: on CUDA the engine runs it on its own worker thread, so
+    a backward range on the main thread holds ops that live on another one."""
+    return {e.get("tid") for e in events
+            if e.get("cat") == "cpu_op" and str(e.get("name", "")).startswith("autograd::engine::evaluate_function")}
+
+
+def _in_range(e, r, also) -> bool:
+    """e happens inside range r: on r's thread, or on one of the threads in `also` (autograd's)."""
+    return (e.get("tid") == r.get("tid") or e.get("tid") in also) and r["ts"] <= e["ts"] \
+        and e["ts"] + e.get("dur", 0) <= r["ts"] + r["dur"]
+
+
 def phase_evidence(events, n: int, phases, cuda: bool) -> dict:
-    """Per step and phase: host time in the range, the ops called in it, and the kernels its launches
-    started (launch and kernel share a correlation id) with their GPU time."""
+    """Per step and phase: host time in the range, the ops called in it (on its thread and on
+    autograd's), and the kernels its launches started (launch and kernel share a correlation id)
+    with their GPU time."""
     ops = [e for e in events if e.get("cat") == "cpu_op"]
-    launches = [e for e in events if e.get("cat") == "cuda_runtime"]
+    launches = [e for e in events if e.get("cat") in LAUNCH_CATS]
+    autograd = _autograd_threads(events)
     gpu_by_corr = {}
     for e in events:
         if e.get("cat") in GPU_CATS:
@@ -154,11 +172,13 @@ def phase_evidence(events, n: int, phases, cuda: bool) -> dict:
         ranges = [e for e in events if e.get("cat") == "user_annotation" and e.get("name") == name]
         if not ranges:
             continue
+        inside = [[e for e in ops if _in_range(e, r, autograd)] for r in ranges]
         entry = {"host_ms": sum(r["dur"] for r in ranges) / 1000 / n,
-                 "ops": sum(_top_level(e for e in ops if _inside(e, r)) for r in ranges) / n,
+                 "ops": sum(_top_level(e for e in found if e.get("tid") == tid)
+                            for found in inside for tid in {e.get("tid") for e in found}) / n,
                  "kernels": None, "kernel_ms": None}
         if cuda:
-            started = [k for e in launches for r in ranges if _inside(e, r)
+            started = [k for e in launches for r in ranges if _in_range(e, r, autograd)
                        for k in gpu_by_corr.get(e.get("args", {}).get("correlation"), [])]
             entry.update(kernels=sum(1 for k in started if k.get("cat") == "kernel") / n,
                          kernel_ms=sum(k.get("dur", 0) for k in started) / 1000 / n)
@@ -268,7 +288,7 @@ def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
             gpu_busy_ms_per_step=_union_length(gpu) / 1000 / n,
             profiled_step_ms=whole / 1000 / n,  # from the first step's start to the GPU's last work
             idle_host_busy_ms_per_step=_overlap(idle, host_busy) / 1000 / n,
-            launch_ms_per_step=_per_step_ms(span(e for e in events if e.get("cat") == "cuda_runtime"
+            launch_ms_per_step=_per_step_ms(span(e for e in events if e.get("cat") in LAUNCH_CATS
                                                  and "Launch" in str(e.get("name", ""))), n),
         )
     else:

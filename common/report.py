@@ -161,19 +161,23 @@ def _headline(entry: WorkloadComparison) -> str:
     return f"{text} ({entry.rounds_reason})" if entry.rounds_reason else text
 
 
-HOST_BOUND_IDLE = 0.5  # a slow twin whose GPU idles this much of its steps is host-bound
-HOST_FIXES = ("cuda_graphs", "compile", "fused_ops", "folded_ops")
+HOST_BOUND_IDLE = 0.5  # a slow twin whose GPU idles this much of its steps is host-bound ...
+DATA_BOUND = 0.3  # ... unless it waits this much of the step for data: then it is data-bound
+HOST_FIXES = ("cuda_graphs", "compile", "fused_ops", "folded_ops", "set_to_none")
 
 
 def host_bound(v: VariantAggregate) -> bool:
     idle = v.evidence.gpu_idle_share if v.evidence else None
-    return v.env.device_type == "cuda" and idle is not None and idle >= HOST_BOUND_IDLE
+    data = v.host.get("data_wait_share") or 0.0
+    return v.env.device_type == "cuda" and idle is not None and idle >= HOST_BOUND_IDLE and data < DATA_BOUND
 
 
 def _host_bound(recipe: str, entry: WorkloadComparison) -> list[str]:
     """A host-bound step where the technique did not pay: say so first, with the evidence."""
     slow = entry.slow
-    if not host_bound(slow) or entry.speedup.verdict == "faster":
+    # the recipes that cut host work are the fix for a host-bound step, and the data pipeline is
+    # judged by its data wait: for them an undecided result means something else
+    if recipe in HOST_FIXES or recipe == "dataloader" or not host_bound(slow) or entry.speedup.verdict == "faster":
         return []
     ev = slow.evidence
     fixes = ", ".join(f"[`{r}`](../recipes/{r}/README.md)" for r in HOST_FIXES if r != recipe)
@@ -281,9 +285,12 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
         out.append(f"| {name} | " + " | ".join(m.text(v) for m in cols) + " |")
     if fast.compile:
         c = fast.compile
+        skips = c.get("cudagraph_skips") or 0
         out.append(f"- torch.compile (fast twin): {c['graphs']} graph(s), {c['graph_breaks']} graph break(s), "
-                   f"{c['recompiles']} recompilation(s)" + (f"; breaks: {'; '.join(c['break_reasons'])}"
-                                                            if c.get("break_reasons") else ""))
+                   f"{c['recompiles']} recompilation(s)"
+                   + (f", CUDA graphs skipped {skips} time(s) (`mode=\"reduce-overhead\"` fell back to plain kernels)"
+                      if skips and not cpu else "")
+                   + (f"; breaks: {'; '.join(c['break_reasons'])}" if c.get("break_reasons") else ""))
     out += [""] + _process_lines(entry, cpu)
     par = entry.parity
     if par.max_rel is not None:

@@ -144,7 +144,9 @@ def launch(target: list[str], flags: list[str], out: Path, cpus=None, echo=None,
                 for line in proc.stdout:  # progress as it happens, and a copy in the log
                     f.write(line)
                     echo(line)
-            finally:
+            finally:  # also on Ctrl-C or a kill: the child stops with its runner
+                if proc.poll() is None and sys.exc_info()[0] is not None:
+                    proc.terminate()
                 proc.stdout.close()
                 proc.wait()
     seconds = time.perf_counter() - t0

@@ -68,7 +68,14 @@ def spec_of(recipe: str) -> dict:
 
 def crossover(points: list[Point], knob: str) -> str:
     """Where the technique starts to pay: the smallest value from which every larger one is
-    'faster' (with its interval excluding 1)."""
+    'faster' (with its interval excluding 1). Points where a twin ran out of memory are named."""
+    oom = [p.value for p in points if any(v is not None and v.status == "oom" for v in (p.slow, p.fast))]
+    text = _crossover(points, knob)
+    return text + (f"; out of memory at {knob} {', '.join(map(str, sorted(oom)))}" if oom else "")
+
+
+def _crossover(points: list[Point], knob: str) -> str:
+    points = sorted(points, key=lambda p: p.value)
     measured = [p for p in points if p.speedup is not None]
     if not measured:
         return "no point of the sweep finished"
@@ -92,7 +99,10 @@ def run_sweep(argv) -> tuple[SweepResult, Path]:
     spec = spec_of(recipe)
     cuda = runner.use_cuda(args.device)
     mode = "smoke" if args.smoke else "cuda" if cuda else "cpu"
-    values = ([int(v) for v in args.values.split(",")] if args.values else spec["values"][mode])
+    try:
+        values = sorted({int(v) for v in args.values.split(",")}) if args.values else spec["values"][mode]
+    except ValueError:
+        raise CookbookError(f"--values {args.values!r}: whole numbers separated by commas, e.g. 16,32,64") from None
     rounds = args.rounds or (3 if cuda and not args.smoke else 2)
     pair = spec["pair"]
     settings = recipes.settings(recipe)
@@ -156,7 +166,9 @@ def _plot(r: SweepResult) -> bytes:
     ax.errorbar(xs, ratios, yerr=[low, high], fmt="none", ecolor="black", capsize=3, lw=0.8)
     ax.scatter(xs, ratios, c=colors, zorder=3)
     ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_xscale("log", base=2)
+    scale = {"value": "symlog", "base": 2, "linthresh": 1} if min(p.value for p in r.points) <= 0 else \
+        {"value": "log", "base": 2}  # a sweep from 0 workers
+    ax.set_xscale(**scale)
     ax.set_xlabel(r.knob)
     ax.set_ylabel("speedup of the fast twin (95% CI over processes)")
     ax.set_title(r.crossover, fontsize=8)
@@ -168,7 +180,7 @@ def _plot(r: SweepResult) -> bytes:
         ooms = [p.value for p in r.points if getattr(p, name) is not None and getattr(p, name).status == "oom"]
         for x in ooms:
             mem.axvline(x, color=color, ls=":", lw=1)
-    mem.set_xscale("log", base=2)
+    mem.set_xscale(**scale)
     mem.set_xlabel(r.knob)
     mem.set_ylabel("peak memory, MB")
     mem.legend()

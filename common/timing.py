@@ -9,14 +9,22 @@ import time
 import torch
 
 
+def _events(n: int) -> list:
+    """n timing events, each recorded once now: CUDA creates an event on its first record, and that
+    creation (cudaEventCreate) must not happen inside a timed step."""
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for e in events:
+        e.record()
+    return events
+
+
 class StepTimer:
     def __init__(self, device: torch.device, steps: int):
         self.cuda = device.type == "cuda"
         self.steps = steps
         if self.cuda:
             # created up front so that no allocation happens inside the timed loop
-            self.starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
-            self.ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+            self.starts, self.ends = _events(steps), _events(steps)
         else:
             self.starts = [0.0] * steps
             self.ends = [0.0] * steps
@@ -108,8 +116,7 @@ class DataTimer:
         self.host = [0.0] * steps
         self._t = 0.0
         if self.cuda:
-            self.before = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
-            self.after = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+            self.before, self.after = _events(steps), _events(steps)
 
     def start(self, i: int) -> None:
         if self.cuda:

@@ -24,7 +24,7 @@ def test_a_slow_loader_is_diagnosed_as_data_loading(tmp_path):
     assert headline(proc).startswith("verdict: data loading costs ")
     md = (tmp_path / "baseline_churn.md").read_text()
     share = float(md.split("**Data loading costs ")[1].split("%")[0])
-    assert share >= 50  # 50 ms of sleep against about 15 ms of CPU compute per step
+    assert share >= 50  # 150 ms of sleep against about 15 ms of CPU compute per step (more on a busy machine)
     assert "[`dataloader`](../recipes/dataloader/README.md)" in md
 
 

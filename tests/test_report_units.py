@@ -102,3 +102,47 @@ def test_the_churn_baseline_trains_the_seed_s_440_steps():
     for mode in ("cuda", "cpu"):
         d = baselines.DEFAULTS["churn"][mode]
         assert d["warmup"] + d["steps"] + d["profile_steps"] + 1 + 1 == 440
+
+
+def test_the_memory_budget_caps_the_allocator_of_the_current_gpu(monkeypatch):
+    """torch.device("cuda") has no index; set_per_process_memory_fraction needs one (the first
+    review caught that every budgeted CUDA run would have crashed)."""
+    from common import harness
+
+    calls = []
+    props = type("P", (), {"total_memory": 80e9})()
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda frac, index: calls.append((frac, index)))
+    run = harness.Run.__new__(harness.Run)
+    run.device, run.notices = torch.device("cuda"), []
+    run._cap_memory(16)
+    assert calls == [(0.2, 0)] and "capped at 16 GB of 80 GB" in run.notices[0]
+    run.device, run.notices = torch.device("cpu"), []
+    run._cap_memory(16)
+    assert "needs CUDA" in run.notices[0]
+
+
+def test_backward_ops_on_autograd_s_thread_belong_to_the_backward_phase(tmp_path):
+    """On CUDA the autograd engine runs the backward on its own thread: the backward range (on the
+    main thread) must still own those ops and their launches, while a loader thread's do not."""
+    import json
+
+    from common import profiling
+
+    ann = lambda name, ts, dur, tid=1: {"ph": "X", "cat": "user_annotation", "name": name, "ts": ts, "dur": dur,  # noqa: E731
+                                         "tid": tid}
+    events = [
+        ann("ProfilerStep#1", 0, 100), ann("backward", 10, 50),
+        {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: AddmmBackward0", "ts": 12,
+         "dur": 20, "tid": 7},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 13, "dur": 5, "tid": 7},
+        {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "ts": 14, "dur": 1, "tid": 7,
+         "args": {"correlation": 3}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "ts": 20, "dur": 5, "tid": 9},  # a loader thread
+        {"ph": "X", "cat": "kernel", "name": "k3", "ts": 16, "dur": 4, "args": {"correlation": 3}},
+    ]
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    backward = profiling.trace_evidence(path, torch.device("cuda"), ("backward",))["phases"]["backward"]
+    assert backward["ops"] == 1 and backward["kernels"] == 1  # the evaluate_function and its nested mm: one call

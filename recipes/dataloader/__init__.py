@@ -14,14 +14,9 @@ def workers(run=None) -> int:
     which the training process keeps (at most 16: beyond that the workers mostly contend for
     memory bandwidth)."""
     if run is not None and getattr(run.args, "workers", None) is not None:
-        if run.args.workers < 1:
-            from common.errors import CookbookError
-
-            raise CookbookError("--workers 0: this script's point is its worker processes; give 1 or more "
-                                "(the slow twin is the one without workers)")
-        return run.args.workers
+        return run.args.workers  # 0: no worker processes (the sweep's reference point)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(16, cores - 1))
 # `make sweep-dataloader` (the lab's Exercise 2.1): the fast twin's worker count
 SWEEP = {"pair": "resnet18", "flag": "--workers", "knob": "DataLoader workers",
-         "values": {"cuda": [1, 2, 4, 8, 15], "cpu": [1, 2], "smoke": [1, 2]}}
+         "values": {"cuda": [0, 1, 2, 4, 8, 15], "cpu": [0, 1, 2], "smoke": [0, 1]}}

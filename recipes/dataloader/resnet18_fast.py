@@ -14,10 +14,12 @@ run = harness.start(__file__, __doc__)
 model = models.resnet18().to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.loader(run, data.cifar10_train_dataset(run), num_workers=workers(run),  # augment in parallel
+n_workers = workers(run)  # all cores but one (--workers N: make sweep-dataloader turns it)
+# augment in parallel processes while the GPU trains
+batches = data.loader(run, data.cifar10_train_dataset(run), num_workers=n_workers,
                       pin_memory=run.device.type == "cuda",  # page-locked batches: async DMA to the GPU
-                      persistent_workers=True,  # keep the workers (and their state) across epochs
-                      prefetch_factor=4)  # each worker keeps 4 batches ready
+                      persistent_workers=n_workers > 0,  # keep the workers (and their state) across epochs
+                      prefetch_factor=4 if n_workers else None)  # each worker keeps 4 batches ready
 
 for images, labels in run.loop(batches):
     with run.phase("copy"):

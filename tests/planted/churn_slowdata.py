@@ -1,4 +1,4 @@
-"""Planted bottleneck for the diagnosis tests: a data loader made slow on purpose (50 ms per batch)."""
+"""Planted bottleneck for the diagnosis tests: a data loader made slow on purpose (150 ms per batch)."""
 import time
 
 import torch
@@ -14,7 +14,7 @@ criterion = torch.nn.BCELoss()
 
 def slow_batches():
     for batch in data.device_batches(run, features, targets):
-        time.sleep(0.05)  # the plant: a loader that takes 50 ms per batch
+        time.sleep(0.15)  # the plant: a loader that takes 150 ms per batch
         yield batch
 
 

@@ -1,4 +1,4 @@
-"""Planted bottlenecks for the diagnosis tests: a loader that takes 50 ms per batch AND a `.item()`
+"""Planted bottlenecks for the diagnosis tests: a loader that takes 150 ms per batch AND a `.item()`
 every step. The loader costs most of the step, so it must be the headline; the sync is a finding."""
 import time
 
@@ -16,7 +16,7 @@ total = 0.0
 
 def slow_batches():
     for batch in data.device_batches(run, features, targets):
-        time.sleep(0.05)  # the first plant: a loader that takes 50 ms per batch
+        time.sleep(0.15)  # the first plant: a loader that takes 150 ms per batch
         yield batch
 
 
