@@ -110,9 +110,10 @@ def analyse(result: RunResult) -> Diagnosis:
     gpu = result.gpu_monitor or {}
     views = ev.views if ev else {}
     return Diagnosis(
-        baseline={"median_ms": v.median_ms, "p95_ms": v.pooled.p95_ms, "cv": t.summary.cv,
-                  "throughput": v.throughput_per_s, "peak_mb": v.memory.peak_mb, "batch_size": result.config.batch_size,
-                  "tflops": metrics.get("tflops").value(v), "mfu": metrics.get("mfu").value(v)},
+        baseline={**{k: metrics.get(m).value(v) for k, m in (("median_ms", "median_ms"), ("p95_ms", "p95_ms"),
+                                                                ("throughput", "throughput"), ("peak_mb", "peak_mb"),
+                                                                ("tflops", "tflops"), ("mfu", "mfu"))},
+                  "cv": t.summary.cv, "batch_size": result.config.batch_size},
         type={"gpu_util": gpu.get("gpu_util_mean") if gpu.get("available") else None,
               "costs": {f.kind: f.cost for f in findings}, "step_ms": step,
               "syncs_per_step": ev.syncs_per_step if ev else None,

@@ -32,7 +32,8 @@ def parse_args(argv):
     p = OneLineParser(prog="python -m common.ladder", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("workloads", nargs="*", help=f"which ladders (default: {' '.join(ladder.LADDERS)})")
-    runner.add_flags(p, rounds_help="rounds over the ladder (default 3 on CUDA, 2 on CPU, 1 with --smoke)")
+    runner.add_flags(p, rounds_help="rounds over the ladder (default 2: an interval from the fewest processes that "
+                                    "give one, to keep make ladder within about 12 minutes on an H100; 1 with --smoke)")
     own, script_args = split_passthrough(argv)
     args = p.parse_args(own)
     args.script_args = script_args
@@ -45,7 +46,7 @@ def parse_args(argv):
 def climb(workload, args, cuda, cpus, results_dir, reports_dir, command) -> LadderSummary:
     spec = ladder.spec(workload)
     mode = "smoke" if args.smoke else "cuda" if cuda else "cpu"
-    rounds = args.rounds or (1 if args.smoke else 3 if cuda else 2)
+    rounds = args.rounds or (1 if args.smoke else 2)
     flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
     flags += runner.data_flags(args.data, [workload])[workload] + args.script_args
     out_dir = results_dir / workload
