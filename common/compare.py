@@ -145,17 +145,11 @@ def run_workload(plan: Plan, workload, counter) -> tuple[dict, list, str]:
         for variant in runner.alternating(recipes.VARIANTS, round_no):
             print(counter(f"{workload} {variant} round {round_no}"), end=" ", flush=True)
             outcome = run_variant(plan, workload, variant, round_no)
+            print(outcome.describe(), flush=True)
             if outcome.kind == "failed":
                 failures.append(outcome.failure(f"{workload} {variant}", round_no))
-                print(f"FAILED (exit {outcome.returncode}) after {outcome.seconds:.1f} s", flush=True)
-                continue
-            by_variant.setdefault(variant, []).append(outcome.result)
-            if outcome.kind == "oom":
-                print(f"out of memory at batch {outcome.result.oom.batch_size} after {outcome.seconds:.1f} s",
-                      flush=True)
             else:
-                s = outcome.result.timing.summary
-                print(f"{outcome.seconds:.1f} s, median {s.median_ms:.3f} ms over {s.n} steps", flush=True)
+                by_variant.setdefault(variant, []).append(outcome.result)
         ok = {v: [r for r in runs if r.status == "ok"] for v, runs in by_variant.items()}
         if any(r.status == "oom" for runs in by_variant.values() for r in runs) or failures:
             return by_variant, failures, f"stopped after round {round_no}: a run failed or ran out of memory"

@@ -65,16 +65,11 @@ def climb(workload, args, cuda, cpus, results_dir, reports_dir, command) -> Ladd
                 rung_flags += ["--profile-steps", "0"]
             outcome = runner.launch(["-m", spec.script], rung_flags, out_dir / f"rung{i}_r{round_no}.json", cpus=cpus,
                                     rerun="make ladder")
+            print(outcome.describe(), flush=True)
             if outcome.kind == "failed":
                 failures.append(outcome.failure(f"rung {i}", round_no))
-                print(f"FAILED (exit {outcome.returncode})", flush=True)
-                continue
-            runs.setdefault(i, []).append(outcome.result)
-            if outcome.kind == "oom":
-                print(f"out of memory at batch {outcome.result.oom.batch_size}", flush=True)
             else:
-                s = outcome.result.timing.summary
-                print(f"{outcome.seconds:.1f} s, median {s.median_ms:.3f} ms", flush=True)
+                runs.setdefault(i, []).append(outcome.result)
     return summarize(workload, runs, failures, rounds, mode, command, cpus)
 
 

@@ -115,6 +115,15 @@ class Outcome:
     returncode: int
     tail: list[str]
 
+    def describe(self) -> str:
+        """The end of a progress line: how the run ended, and in what time."""
+        if self.kind == "failed":
+            return f"FAILED (exit {self.returncode}) after {self.seconds:.1f} s"
+        if self.kind == "oom":
+            return f"out of memory at batch {self.result.oom.batch_size} after {self.seconds:.1f} s"
+        s = self.result.timing.summary
+        return f"{self.seconds:.1f} s, median {s.median_ms:.3f} ms over {s.n} steps"
+
     def failure(self, what: str, round_no: int) -> Failure:
         return Failure(what=what, round=round_no, returncode=self.returncode, log=str(self.log), tail=self.tail,
                        seconds=self.seconds)

@@ -128,13 +128,11 @@ def run_sweep(argv) -> tuple[SweepResult, Path]:
                                         flags + [spec["flag"], str(value)],
                                         out_dir / f"{pair}_{variant}_{value}_r{round_no}.json", cpus=cpus,
                                         rerun=f"make sweep-{recipe}")
+                print(outcome.describe(), flush=True)
                 if outcome.kind == "failed":
                     point.failed.append(f"{variant} round {round_no}: exit {outcome.returncode} ({outcome.log})")
-                    print(f"FAILED (exit {outcome.returncode})", flush=True)
-                    continue
-                runs.setdefault(variant, []).append(outcome.result)
-                print("out of memory" if outcome.kind == "oom" else
-                      f"{outcome.seconds:.1f} s, median {outcome.result.timing.summary.median_ms:.3f} ms", flush=True)
+                else:
+                    runs.setdefault(variant, []).append(outcome.result)
         point.slow = aggregate(runs["slow"]) if "slow" in runs else None
         point.fast = aggregate(runs["fast"]) if "fast" in runs else None
         if point.slow and point.fast and point.slow.status == point.fast.status == "ok":
