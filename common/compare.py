@@ -72,7 +72,6 @@ class Plan:
     """Everything one comparison runs: validated from the command line before anything starts."""
     recipe: str
     title: str
-    parity_rule: dict  # the recipe's rule; PARITY["workloads"][w] may override keys per workload
     evidence: tuple  # the metric names this recipe's technique must move (common.metrics)
     cuda: bool
     rounds: Rounds
@@ -89,8 +88,7 @@ class Plan:
     budget_spec: dict | None = None  # the recipe's BUDGET setting, if it searches batch sizes under a budget
 
     def rule_for(self, workload: str) -> dict:
-        rule = {k: v for k, v in self.parity_rule.items() if k != "workloads"}
-        rule.update(self.parity_rule.get("workloads", {}).get(workload, {}))
+        rule = recipes.parity_rule(self.recipe, workload)
         return {**rule, **({"rtol": self.parity_rtol} if self.parity_rtol is not None else {})}
 
     @property
@@ -120,7 +118,7 @@ def make_plan(argv) -> Plan:
     reports_dir = Path(args.reports_dir)
     results_dir = runner.output_folder(reports_dir, recipe)
     return Plan(recipe=recipe, title=settings.TITLE, cuda=cuda, evidence=tuple(getattr(settings, "EVIDENCE", ())),
-                parity_rule=settings.PARITY, parity_rtol=args.parity_rtol, rounds=rounds, workloads=workloads,
+                parity_rtol=args.parity_rtol, rounds=rounds, workloads=workloads,
                 script_flags={w: common_flags + data[recipes.workload_of(w)] + args.script_args for w in workloads},
                 cpus=runner.cpu_set(args.cpus), reports_dir=reports_dir, results_dir=results_dir,
                 traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke,

@@ -10,6 +10,7 @@ the script its batches and returns what it measured:
 """
 import contextlib
 import math
+import os
 import random
 import signal
 import sys
@@ -89,8 +90,6 @@ def resolve_device(choice: str) -> tuple[torch.device, list[str]]:
 
 
 def _writable_dir(path: Path, what: str) -> Path:
-    import os
-
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / f".write-test-{os.getpid()}"
@@ -370,8 +369,8 @@ class Run:
     def finish(self) -> RunResult:
         if self._timing is None:
             raise RuntimeError("run.finish() before run.loop() ran to its end")
-        losses = [float(x.float().mean()) for x in self._losses] if self._losses and self._losses[0].dim() else \
-            (torch.stack(self._losses).float().cpu().tolist() if self._losses else [])
+        # a loss is a scalar; a served batch's answers are reduced to their mean here, after the timing
+        losses = torch.stack([x.float().mean() for x in self._losses]).cpu().tolist() if self._losses else []
         gpu = self._monitor.summary() if self._monitor else {"available": False, "warnings": []}
         result = self._result("ok")
         result.timing, result.memory, result.evidence = self._timing, self._memory, self._evidence

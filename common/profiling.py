@@ -117,13 +117,7 @@ def op_views(prof, device: torch.device, steps: int, exclude: set[str]) -> dict:
 
 
 def _union_length(intervals):
-    total, end = 0.0, float("-inf")
-    for s, e in sorted(intervals):
-        if e <= end:
-            continue
-        total += e - max(s, end)
-        end = e
-    return total
+    return sum(e - s for s, e in _union(intervals))
 
 
 def _inside(e, r) -> bool:

@@ -47,6 +47,13 @@ def settings(recipe: str):
     return importlib.import_module(f"recipes.{recipe}")
 
 
+def parity_rule(recipe: str, pair: str) -> dict:
+    """The recipe's PARITY rule for one pair: PARITY["workloads"][pair] overrides its keys."""
+    rule = dict(settings(recipe).PARITY)
+    overrides = rule.pop("workloads", {})
+    return {**rule, **overrides.get(pair, {})}
+
+
 def identify(script_file: str) -> tuple[str, str, str, str]:
     """recipes/amp/resnet18_fast.py -> ('amp', 'resnet18', 'resnet18', 'fast') as (recipe, pair,
     workload, variant); recipes/cuda_graphs/churn_serving_slow.py -> (..., 'churn_serving', 'churn',

@@ -153,11 +153,9 @@ def _fast_settings(comparison: Comparison, e):
 
 
 def _headline(entry: WorkloadComparison) -> str:
-    s = entry.speedup
-    text = {"faster": f"**Speedup: {verdict(entry)}**",
-            "slower": f"**{verdict(entry)}**; the recipe's README says when and why",
-            "no meaningful difference": f"**{verdict(entry)[0].upper() + verdict(entry)[1:]}**",
-            "undecided": f"**{verdict(entry)[0].upper() + verdict(entry)[1:]}**"}[s.verdict]
+    said = verdict(entry)
+    text = {"faster": f"**Speedup: {said}**", "slower": f"**{said}**; the recipe's README says when and why"}.get(
+        entry.speedup.verdict, f"**{said[0].upper() + said[1:]}**")
     return f"{text} ({entry.rounds_reason})" if entry.rounds_reason else text
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from common import env
+from common.cli import positive_int
 from common.errors import EXIT_OOM, CookbookError
 from common.presets import WORKLOADS
 from common.results import Failure, RunResult, read_result
@@ -37,13 +38,7 @@ def add_flags(p: argparse.ArgumentParser, rounds_help: str | None = None) -> Non
                    "(default: all usable cores, less core 0 where there are 4 or more)")
     p.add_argument("--reports-dir", default=str(env.REPO_ROOT / "reports"), help="where reports go (default reports/)")
     if rounds_help:
-        p.add_argument("--rounds", type=_positive, metavar="N", help=rounds_help)
-
-
-def _positive(text):
-    from common.cli import positive_int
-
-    return positive_int(text)
+        p.add_argument("--rounds", type=positive_int, metavar="N", help=rounds_help)
 
 
 def data_flags(values: list[str], workloads) -> dict[str, list[str]]:
