@@ -17,20 +17,29 @@ HOST ?= 127.0.0.1
 PORT ?= 6006
 RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
 
-.PHONY: help setup recipes index baselines ladder all test tensorboard clean
+.PHONY: help setup lock recipes index baselines ladder all test tensorboard clean
 
 help: ## list the targets
 	@echo "Quick start: make recipe-amp (the main job), make test (the CPU test suite)."
 	@grep -hE '^[a-zA-Z%_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 	@echo "Recipes: $(RECIPES). Extra runner flags: ARGS='--smoke' or ARGS='--rounds 5 -- --steps 200'."
 
-# Redone only when requirements.txt changes; --system-site-packages reuses a preinstalled torch.
-$(VENV)/.installed: requirements.txt
-	python3 -m venv --system-site-packages $(VENV)
-	$(VENV)/bin/python -m pip install -r requirements.txt
+# The venv holds exactly the lock (the versions CI tests); redone only when the lock changes.
+$(VENV)/.installed: requirements.lock
+	rm -rf $(VENV)
+	python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -r requirements.lock
 	touch $@
 
-setup: $(SETUP) ## create .venv and install requirements.txt (automatic for every target)
+setup: $(SETUP) ## create .venv from requirements.lock (automatic for every target)
+
+UV_VERSION := 0.13.9
+# uv runs from its own venv so the project's venv stays exactly the lock
+lock: ## re-resolve requirements.txt (+ constraints.txt) into requirements.lock with uv
+	python3 -m venv .venv-lock
+	.venv-lock/bin/python -m pip install -q uv==$(UV_VERSION)
+	.venv-lock/bin/uv pip compile requirements.txt --constraints constraints.txt --universal \
+		--python-version 3.10 --output-file requirements.lock
 
 recipe-%: $(SETUP) ## run a recipe's slow/fast pairs -> reports/<recipe>.md (e.g. make recipe-amp)
 	$(PY) -m common.compare $* $(ARGS)
