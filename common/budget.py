@@ -23,16 +23,45 @@ class Search:
     probes: list = field(default_factory=list)  # (batch, "ok" | "oom" | "failed")
 
 
-def search(module: str, flags: list[str], out_dir: Path, cpus, start: int, progress=print) -> Search:
-    """The largest batch at which `python -m module <flags> --batch-size B` trains."""
+def _done(fits: int, fails: int) -> bool:
+    return fails - fits <= max(1, fits // 16)
+
+
+def most_probes(start: int) -> int:
+    """The most probes search() can run from `start` (doubling up to MAX_BATCH, then the longest
+    bisection), for a progress line that never promises fewer runs than may follow."""
+    seen = {}
+
+    def bisect(fits, fails):  # the longest bisection between these two
+        if _done(fits, fails):
+            return 0
+        if (fits, fails) not in seen:
+            mid = (fits + fails) // 2
+            seen[fits, fails] = 1 + max(bisect(mid, fails), bisect(fits, mid))
+        return seen[fits, fails]
+
+    worst, fits, batch, probes = 0, None, start, 0
+    while batch <= MAX_BATCH:
+        probes += 1  # out of memory at this batch: the bisection follows, if something trained
+        worst = max(worst, probes + (bisect(fits, batch) if fits is not None else 0))
+        fits, batch = batch, batch * 2
+    return max(worst, probes)  # or every doubling trained
+
+
+def search(module: str, flags: list[str], out_dir: Path, cpus, start: int, progress=print, announce=None) -> Search:
+    """The largest batch at which `python -m module <flags> --batch-size B` trains. announce(batch),
+    when given, is called before each probe (a progress counter), and progress(text) after it."""
     found = Search()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
 
     def trains(batch: int) -> bool | None:
         out = Path(out_dir) / f"probe_b{batch}.json"
+        if announce is not None:
+            announce(batch)
         outcome = runner.launch(["-m", module], flags + ["--batch-size", str(batch)], out, cpus=cpus)
         found.probes.append((batch, outcome.kind))
-        progress(f"    batch {batch}: {'trains' if outcome.kind == 'ok' else outcome.kind}")
+        word = "trains" if outcome.kind == "ok" else outcome.kind
+        progress(word if announce is not None else f"    batch {batch}: {word}")
         return {"ok": True, "oom": False}.get(outcome.kind)
 
     batch = start
@@ -46,7 +75,7 @@ def search(module: str, flags: list[str], out_dir: Path, cpus, start: int, progr
         found.fits, batch = batch, batch * 2
     if found.fits is None or found.fails is None:
         return found
-    while found.fails - found.fits > max(1, found.fits // 16):
+    while not _done(found.fits, found.fails):
         mid = (found.fits + found.fails) // 2
         ok = trains(mid)
         if ok is None:
@@ -60,5 +89,5 @@ def search(module: str, flags: list[str], out_dir: Path, cpus, start: int, progr
 
 def probe_flags(budget_gb: float) -> list[str]:
     """A probe: a few steps, nothing profiled or counted beyond the step itself."""
-    return ["--steps", "2", "--warmup", "1", "--profile-steps", "0", "--min-time", "0",
+    return ["--steps", "2", "--warmup", "1", "--profile-steps", "0", "--probe-steps", "0", "--min-time", "0",
             "--memory-budget-gb", f"{budget_gb:g}"]

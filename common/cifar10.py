@@ -1,5 +1,6 @@
 """CIFAR-10: the real download, a folder the user gives, or synthetic images in the real
 `cifar-10-batches-py` pickle format, always read by torchvision's own CIFAR10 class."""
+import hashlib
 import pickle
 import shutil
 import tempfile
@@ -71,26 +72,44 @@ def write_synthetic(root: Path, seed: int = 0, per_file: int = PER_FILE) -> Path
     return root
 
 
-def _check_folder(root: Path) -> Path:
-    """The torchvision root for a user's folder (it or its parent), with each batch file checked."""
-    from torchvision.datasets import CIFAR10
-    from torchvision.datasets.utils import check_integrity
+# torchvision's CIFAR10.train_list, test_list and meta md5 sums (tests/test_errors.py holds them
+# equal), here so that a runner checks a folder before any run without importing torch
+MD5 = {"data_batch_1": "c99cafc152244af753f735de768cd75f", "data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
+       "data_batch_3": "54ebc095f3ab1f0389bbae665268c751", "data_batch_4": "634d18415352ddfa80567beed471001a",
+       "data_batch_5": "482c414d41f54cd18b22e5b47cb7c3cb", "test_batch": "40351d587109b95175f43aff81a1287e",
+       "batches.meta": "5ff9c542aee3614f3951f8cda6e48888"}
 
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_folder(root: Path) -> Path:
+    """The torchvision root for a user's folder (it or its parent), with each batch file checked
+    (present, md5 as torchvision checks it); no torch, so the runners check a --data folder first."""
     root = Path(root)
     if root.name == BATCHES:
         root = root.parent
     folder = root / BATCHES
     if not folder.is_dir():
         raise CookbookError(f"--data {root}: no {BATCHES} folder there; give the folder that holds it")
-    expected = CIFAR10.train_list + CIFAR10.test_list + [[CIFAR10.meta["filename"], CIFAR10.meta["md5"]]]
-    missing = [name for name, _ in expected if not (folder / name).is_file()]
+    missing = [name for name in MD5 if not (folder / name).is_file()]
     if missing:
         raise CookbookError(f"--data {root}: missing CIFAR-10 batch file {', '.join(missing)} in {folder}")
-    for name, md5 in expected:
-        if not check_integrity(str(folder / name), md5):
+    for name, md5 in MD5.items():
+        try:
+            ok = _md5(folder / name) == md5
+        except OSError as e:
+            raise CookbookError(f"--data {root}: CIFAR-10 batch file {name} cannot be read ({e.strerror})") from None
+        if not ok:
             raise CookbookError(f"--data {root}: CIFAR-10 batch file {name} is corrupt (md5 mismatch); "
                                 "download it again")
     return root
+
 
 
 def _download(root: Path) -> Path:
@@ -107,12 +126,12 @@ def locate(data_arg: str | None) -> tuple[Path, bool, dict]:
         return write_synthetic(synthetic_root), False, datasource.source(
             "synthetic", None, "synthetic images in the CIFAR-10 pickle format (not real data)")
     if data_arg:
-        return _check_folder(Path(data_arg)), True, datasource.source("local", str(data_arg))
+        return check_folder(Path(data_arg)), True, datasource.source("local", str(data_arg))
     reason = "offline mode"
     real = datasource.data_dir() / "cifar10"
     if (real / BATCHES).is_dir():
         try:  # downloaded before: no network needed
-            return _check_folder(real), True, datasource.source("real", "torchvision.datasets.CIFAR10 (cached)")
+            return check_folder(real), True, datasource.source("real", "torchvision.datasets.CIFAR10 (cached)")
         except CookbookError:
             pass  # incomplete: download again
     if not datasource.offline() and not datasource.reachable(CIFAR_URL):

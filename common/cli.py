@@ -1,7 +1,9 @@
 """The flags every recipe script shares; bad input is one line and exit status 2."""
 import argparse
+import math
 
 from common import presets
+from common.errors import CookbookError
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -34,6 +36,16 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
 positive_int = _int_at_least(1)
 non_negative_int = _int_at_least(0)
 
@@ -42,6 +54,46 @@ def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
     """A runner's own flags, and those after `--` that it hands to every script it starts."""
     own = argv.index("--") if "--" in argv else len(argv)
     return argv[:own], argv[own + 1:]
+
+
+def check_script_flags(args: list[str], workload: str, overrides: dict | None = None, pair: str | None = None,
+                       prog: str = "the scripts", extend=None, reserved=(), known_only: bool = False):
+    """The flags a runner hands on after `--`, read now by the scripts' own parser (script_parser),
+    so that a bad one is one line before any run starts, in that parser's words.
+    reserved: the dests the runner sets itself (--out, --trace-dir, ...), refused here rather than
+    silently overriding the runner's (a dict: dest -> what to do instead).
+    known_only: for a script that may add flags of its own (--script PATH): only the shared flags
+    are checked. Returns the namespace."""
+    p = script_parser(prog, "", workload, overrides or {}, pair)
+    if extend is not None:
+        extend(p)
+    p.set_defaults(**{dest: None for dest in reserved})  # a given reserved flag is then not None
+
+    def error(message):
+        raise CookbookError(f"after --: {message} (as {prog} reads it; see its --help)")
+
+    p.error = error
+    ns = p.parse_known_args(args)[0] if known_only else p.parse_args(args)
+    for dest in reserved:
+        if getattr(ns, dest, None) not in (None, False):
+            why = reserved.get(dest) if isinstance(reserved, dict) else None
+            raise CookbookError(f"after --: --{dest.replace('_', '-')} is set by the runner itself; "
+                                + (why or "leave it out"))
+    return ns
+
+
+def check_value(flag: str, text: str, workload: str, overrides: dict | None = None, pair: str | None = None,
+                prog: str = "the scripts"):
+    """One value of a script flag (a sweep's knob) by the script parser's own rule: the parsed value,
+    or a CookbookError with that rule's words."""
+    p = script_parser(prog, "", workload, overrides or {}, pair)
+
+    def error(message):
+        raise CookbookError(message)
+
+    p.error = error
+    ns = p.parse_args([flag, text])
+    return getattr(ns, flag.lstrip("-").replace("-", "_"))
 
 
 def _preset_help(workload: str, key: str, overrides: dict, pair: str | None) -> str:
@@ -61,6 +113,9 @@ def script_parser(prog: str, description: str, workload: str, overrides: dict, p
                    help=f"time at least this long: more steps than --steps when they are short ({h('min_time')})")
     p.add_argument("--profile-steps", type=non_negative_int,
                    help=f"profiled steps after the timed ones, 0 to skip the profiler ({h('profile_steps')})")
+    p.add_argument("--probe-steps", type=non_negative_int,
+                   help=f"learning-probe steps on one batch after the run, for the parity check; 0 to skip "
+                        f"({h('probe_steps')})")
     if workload == "resnet18":
         p.add_argument("--image-size", type=positive_int, help=f"crop size in pixels ({h('image_size')})")
     p.add_argument("--seed", type=int, default=42, help="seed for weights and data order (default 42)")

@@ -8,19 +8,28 @@ process is the unit: after MIN_ROUNDS rounds the speedup's 95% interval over pro
 after every round, and rounds are added until it decides (it excludes 1, or lies within the +-3%
 floor) or MAX_ROUNDS is reached; the report says which. Then: parity of the loss trajectories, a
 terminal summary, and the report (reports/<recipe>.md, plot, side-by-side diffs).
+
+Every input (the runner's flags, each --data path, the flags after -- as the scripts read them, the
+reports folder) is checked before the first run starts and before anything is written.
 """
 import argparse
 import contextlib
 import fcntl
 import signal
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from common import budget, ceiling, env, recipes, runner, stats
 from common.aggregate import aggregate, parity, parity_failure
-from common.cli import OneLineParser, positive_int, split_passthrough
+from common.cli import (
+    OneLineParser,
+    check_script_flags,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    split_passthrough,
+)
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
 from common.results import Comparison, WorkloadComparison, write_result
@@ -34,12 +43,12 @@ def parse_args(argv):
     p.add_argument("recipe", help="recipe folder name under recipes/")
     runner.add_flags(p, rounds_help=f"exactly N alternating rounds (default: from {MIN_ROUNDS} up to {MAX_ROUNDS}, "
                                     "until the interval decides; 1 with --smoke)")
-    p.add_argument("--max-rounds", type=positive_int, default=MAX_ROUNDS, help=f"the cap (default {MAX_ROUNDS})")
+    p.add_argument("--max-rounds", type=positive_int, help=f"the cap (default {MAX_ROUNDS})")
     p.add_argument("--workloads", help="comma-separated subset of the recipe's workloads (default: every pair)")
-    p.add_argument("--memory-budget-gb", type=float, default=budget.DEFAULT_GB, metavar="GB",
+    p.add_argument("--memory-budget-gb", type=non_negative_float, default=budget.DEFAULT_GB, metavar="GB",
                    help=f"for recipes with a memory-budget search (checkpointing): the budget (default "
                         f"{budget.DEFAULT_GB:g}, the seed's T4); 0 skips the search")
-    p.add_argument("--parity-rtol", type=float, metavar="FRACTION",
+    p.add_argument("--parity-rtol", type=positive_float, metavar="FRACTION",
                    help="override the recipe's trajectory tolerance (windowed mean loss difference as a fraction "
                         "of the initial loss, e.g. 0.01)")
     p.epilog = "Flags after -- go to every script, e.g. -- --steps 50 --batch-size 64"
@@ -95,32 +104,51 @@ class Plan:
     def recipe_results(self) -> Path:
         return self.results_dir.parent
 
+    @property
+    def probes_budget(self) -> bool:
+        """Whether the memory-budget search will launch probes (CUDA, not smoke, a budget, its pair)."""
+        return bool(self.budget_spec and self.budget_spec["pair"] in self.workloads and self.budget_gb
+                    and self.cuda and not self.smoke)
+
 
 def make_plan(argv) -> Plan:
+    """Every input checked, nothing started or written: a bad one is a CookbookError (one line, exit 2)."""
     args = parse_args(argv)
     recipe = recipes.check(args.recipe)
     settings = recipes.settings(recipe)
     cuda = runner.use_cuda(args.device)
     workloads = recipes.workloads(recipe)
-    if args.workloads:
-        wanted = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    if args.workloads is not None:
+        wanted = list(dict.fromkeys(w.strip() for w in args.workloads.split(",") if w.strip()))
         unknown = [w for w in wanted if w not in workloads]
-        if unknown:
-            raise CookbookError(f"--workloads: no {recipe} pair for {', '.join(unknown)}; "
-                                f"choose from {', '.join(workloads)}")
+        if unknown or not wanted:
+            raise CookbookError(f"--workloads {args.workloads!r}: "
+                                + (f"no {recipe} pair for {', '.join(unknown)}" if unknown else "names no pair")
+                                + f"; choose from {', '.join(workloads)}")
         workloads = wanted
-    data = runner.data_flags(args.data, WORKLOADS)  # per workload; a pair takes its workload's
-    common_flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
+    if args.rounds and args.max_rounds and args.rounds > args.max_rounds:
+        raise CookbookError(f"--rounds {args.rounds} is more than --max-rounds {args.max_rounds}: --rounds fixes "
+                            "the number of rounds, --max-rounds caps the adaptive one; give one of them")
+    max_rounds = args.max_rounds or MAX_ROUNDS
     if args.rounds or args.smoke:
         rounds = Rounds(args.rounds or 1, args.rounds or 1, fixed=True)
     else:
-        rounds = Rounds(min(MIN_ROUNDS, args.max_rounds), args.max_rounds, fixed=False)
+        rounds = Rounds(min(MIN_ROUNDS, max_rounds), max_rounds, fixed=False)
+    data = runner.data_flags(args.data, WORKLOADS)  # per workload; a pair takes its workload's
+    runner.check_data(args.data, WORKLOADS)
+    cpus = runner.cpu_set(args.cpus)
+    overrides = getattr(settings, "DEFAULTS", {})
+    if args.script_args:  # as each pair's scripts will read them
+        for w in workloads:
+            check_script_flags(args.script_args, recipes.workload_of(w), overrides, w,
+                               prog=f"python -m recipes.{recipe}.{w}_slow", reserved=("out", "trace_dir"))
     reports_dir = Path(args.reports_dir)
-    results_dir = runner.output_folder(reports_dir, recipe)
+    results_dir = runner.output_folder(reports_dir, recipe)  # checked; created once the run starts
+    common_flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
     return Plan(recipe=recipe, title=settings.TITLE, cuda=cuda, evidence=tuple(getattr(settings, "EVIDENCE", ())),
                 parity_rtol=args.parity_rtol, rounds=rounds, workloads=workloads,
                 script_flags={w: common_flags + data[recipes.workload_of(w)] + args.script_args for w in workloads},
-                cpus=runner.cpu_set(args.cpus), reports_dir=reports_dir, results_dir=results_dir,
+                cpus=cpus, reports_dir=reports_dir, results_dir=results_dir,
                 traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke,
                 command="python -m common.compare " + " ".join(argv),
                 budget_spec=getattr(settings, "BUDGET", None), budget_gb=args.memory_budget_gb)
@@ -130,18 +158,26 @@ def run_variant(plan: Plan, workload, variant, round_no) -> runner.Outcome:
     out = plan.results_dir / f"{workload}_{variant}_r{round_no}.json"
     flags = ["--trace-dir", str(plan.traces_dir / f"{workload}_{variant}")] + plan.script_flags[workload]
     if round_no > 1:
-        flags += ["--profile-steps", "0"]  # the evidence comes from round 1
+        flags += ["--profile-steps", "0", "--probe-steps", "0"]  # the evidence and the parity come from round 1
     return runner.launch(["-m", f"recipes.{plan.recipe}.{workload}_{variant}"], flags, out, cpus=plan.cpus,
                          rerun=f"make recipe-{plan.recipe}")
 
 
-def run_workload(plan: Plan, workload, counter) -> tuple[dict, list, str]:
+def run_workload(plan: Plan, workload, counter: runner.Counter) -> tuple[dict, list, str]:
     """Rounds of slow and fast until the interval decides (or the cap); the runs, failures, reason."""
+    try:
+        return _rounds(plan, workload, counter)
+    finally:
+        counter.settle(workload)  # what it ran is all it runs
+
+
+def _rounds(plan: Plan, workload, counter: runner.Counter) -> tuple[dict, list, str]:
     by_variant, failures = {}, []
     reason = plan.rounds.describe()
     for round_no in range(1, plan.rounds.most + 1):
+        counter.at_least(workload, len(recipes.VARIANTS) * round_no)
         for variant in runner.alternating(recipes.VARIANTS, round_no):
-            print(counter(f"{workload} {variant} round {round_no}"), end=" ", flush=True)
+            print(counter(workload, f"{workload} {variant} round {round_no}"), end=" ", flush=True)
             outcome = run_variant(plan, workload, variant, round_no)
             print(outcome.describe(), flush=True)
             if outcome.kind == "failed":
@@ -190,20 +226,26 @@ def file_lock(path: Path, blocking: bool = True):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def make_counter(plan: Plan) -> runner.Counter:
+    """The runs planned and the most that may follow: each pair's rounds (from the least to the cap),
+    then, where it runs, the memory-budget search's probes (one each at least)."""
+    per_round = len(recipes.VARIANTS)
+    stages = {w: (per_round * plan.rounds.least, per_round * plan.rounds.most) for w in plan.workloads}
+    if plan.probes_budget:
+        most = budget.most_probes(plan.budget_spec["start"])
+        stages.update({("budget", v): (min(1, most), most) for v in recipes.VARIANTS})
+    return runner.Counter(stages)
+
+
 def run_all(plan: Plan) -> Comparison:
     ceiling.ensure(plan.cuda)
-    per_round = len(plan.workloads) * 2
-    least, most = per_round * plan.rounds.least, per_round * plan.rounds.most
-    print(f"{plan.recipe}: {len(plan.workloads)} workload(s) x slow/fast, {plan.rounds.describe()}: {least}"
-          f"{'' if least == most else f'-{most}'} runs, {'CUDA' if plan.cuda else 'CPU'}"
+    counter = make_counter(plan)
+    _, least, most = counter.totals()
+    print(f"{plan.recipe}: {len(plan.workloads)} workload(s) x slow/fast, {plan.rounds.describe()}"
+          f"{', then the memory-budget search' if plan.probes_budget else ''}: {least}"
+          f"{'' if least == most else f' to {most}'} runs, {'CUDA' if plan.cuda else 'CPU'}"
           f"{' (smoke)' if plan.smoke else ''}, cores {env.cpu_ranges(plan.cpus)}; logs in {plan.results_dir}",
           flush=True)
-    started, done = time.perf_counter(), [0]
-
-    def counter(what):
-        done[0] += 1
-        return runner.progress(done[0], max(least, done[0]), started, what)
-
     comparison = Comparison(recipe=plan.recipe, title=plan.title, evidence_keys=list(plan.evidence), smoke=plan.smoke,
                             device="cuda" if plan.cuda else "cpu", command=plan.command,
                             results_dir=str(plan.results_dir), workloads={}, failures=[],
@@ -216,11 +258,11 @@ def run_all(plan: Plan) -> Comparison:
         comparison.workloads[workload] = summarize_workload(by_variant, plan.rule_for(workload), reason,
                                                             plan.rounds.looks)
     if plan.budget_spec and plan.budget_spec["pair"] in plan.workloads and plan.budget_gb:
-        comparison.budget = search_budget(plan)
+        comparison.budget = search_budget(plan, counter)
     return comparison
 
 
-def search_budget(plan: Plan) -> dict:
+def search_budget(plan: Plan, counter: runner.Counter | None = None) -> dict:
     """The largest batch each twin trains under the memory budget (CUDA only)."""
     pair, gb = plan.budget_spec["pair"], plan.budget_gb
     found = {"pair": pair, "budget_gb": gb}
@@ -231,8 +273,18 @@ def search_budget(plan: Plan) -> dict:
     flags = [f for f in plan.script_flags[pair] if f != "--smoke"] + budget.probe_flags(gb)
     for variant in recipes.VARIANTS:
         print(f"largest batch under a {gb:g} GB budget, {pair} {variant}:", flush=True)
-        s = budget.search(f"recipes.{plan.recipe}.{pair}_{variant}", flags, plan.results_dir / "budget" / variant,
-                          plan.cpus, plan.budget_spec["start"])
+        stage = ("budget", variant)
+
+        def announce(batch, variant=variant, stage=stage):
+            print(counter(stage, f"budget {pair} {variant} batch {batch}"), end=" ", flush=True)
+
+        try:
+            s = budget.search(f"recipes.{plan.recipe}.{pair}_{variant}", flags, plan.results_dir / "budget" / variant,
+                              plan.cpus, plan.budget_spec["start"], progress=lambda t: print(t, flush=True),
+                              announce=announce if counter is not None else None)
+        finally:
+            if counter is not None:
+                counter.settle(stage)
         found[variant] = {"fits": s.fits, "fails": s.fails, "probes": s.probes}
     return found
 
@@ -254,20 +306,23 @@ def finish(plan: Plan, comparison: Comparison) -> int:
         print("report: " + ", ".join(str(p) for p in written), flush=True)
     else:
         print(f"no variant finished: {plan.reports_dir / (plan.recipe + '.md')} is left as it was", flush=True)
-    status = 0
+    reasons = []
     for workload, entry in comparison.workloads.items():
         if entry.parity and not entry.parity.ok:
-            status = 1
-            print(f"parity FAILED for {plan.recipe}/{workload}: {parity_failure(entry.parity)}", file=sys.stderr)
+            reasons.append(f"parity FAILED for {plan.recipe}/{workload}: {parity_failure(entry.parity)}")
+            print(reasons[-1], file=sys.stderr)
     for f in comparison.failures:
-        status = 1
+        reasons.append(f"{f.what} round {f.round} failed (exit {f.returncode}; log {f.log})")
         print(f"{f.what} round {f.round} failed (exit {f.returncode}); last lines of {f.log}:", file=sys.stderr)
         print("\n".join("    " + line for line in f.tail), file=sys.stderr)
-    return status
+    if comparison.failures or len(reasons) > 1:  # the last line says why, whatever came before it
+        print(f"{plan.recipe}: exit status 1: " + "; ".join(reasons), file=sys.stderr)
+    return 1 if reasons else 0
 
 
 def compare(argv=None) -> int:
     plan = make_plan(sys.argv[1:] if argv is None else list(argv))
+    runner.make_folder(plan.results_dir, plan.reports_dir)  # every input has passed: now the first write
     with file_lock(plan.recipe_results / ".running.lock", blocking=False) as alone:
         if not alone:
             print(f"warning: another {plan.recipe} comparison is running: the two disturb each other's timings "

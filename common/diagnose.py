@@ -19,7 +19,7 @@ from pathlib import Path
 
 from common import env, metrics, plotting, recipes, runner
 from common.aggregate import aggregate
-from common.cli import OneLineParser, split_passthrough
+from common.cli import OneLineParser, check_script_flags, split_passthrough
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
 from common.results import Record, RunResult, atomic_write_bytes, atomic_write_text, write_result
@@ -298,12 +298,22 @@ def main(argv=None) -> int:
     reports = Path(args.reports_dir)
     name = args.workload or Path(args.script).stem
     workload = args.workload or recipes.identify(args.script)[1]
-    out_dir = runner.output_folder(reports, "diagnose", name)
+    data = runner.data_flags(args.data, WORKLOADS)[workload]
+    runner.check_data(args.data, WORKLOADS)  # every path given, as its loader reads it
+    cpus = runner.cpu_set(args.cpus)
+    if args.script_args:  # as the script's parser reads them; a --script may add flags of its own
+        import baselines
+
+        check_script_flags(args.script_args, workload, {} if args.script else baselines.DEFAULTS,
+                           prog=str(args.script) if args.script else f"python -m {BASELINES[workload]}",
+                           reserved=("out", "trace_dir", "memory_dir"), known_only=bool(args.script))
+    out_dir = runner.output_folder(reports, "diagnose", name)  # checked ...
+    runner.make_folder(out_dir, reports)  # ... and created once every input has passed
     target = ["-m", BASELINES[args.workload]] if args.workload else [str(Path(args.script).resolve())]
     flags = ["--phase-timing", "--memory-dir", str(out_dir / "memory"),
              "--trace-dir", str(reports / "traces" / "diagnose" / name),
              "--device", args.device] + (["--smoke"] if args.smoke else [])
-    flags += runner.data_flags(args.data, [workload])[workload] + args.script_args
+    flags += data + args.script_args
     print(f"diagnose {name}: running {' '.join(target)} with per-phase timing (log: {out_dir / 'result.log'})",
           flush=True)
 
@@ -311,7 +321,7 @@ def main(argv=None) -> int:
         if not line.startswith(("USDT", "[W", "ERROR:")):
             print("  " + line.rstrip(), flush=True)
 
-    outcome = runner.launch(target, flags, out_dir / "result.json", cpus=runner.cpu_set(args.cpus), echo=echo,
+    outcome = runner.launch(target, flags, out_dir / "result.json", cpus=cpus, echo=echo,
                             rerun=f"make diagnose-{workload}")
     if outcome.kind != "ok":
         why = (f"ran out of memory ({outcome.result.oom.stage})" if outcome.kind == "oom"

@@ -1,5 +1,6 @@
 """Capturing a step as a CUDA graph without changing what it computes: the warm-up that capture
 needs, then the state put back as it was, so a graphed twin starts where its eager twin starts."""
+import contextlib
 import copy
 
 import torch
@@ -11,7 +12,14 @@ def capture(step, model: torch.nn.Module, optimizer: torch.optim.Optimizer | Non
     state and the allocator's pool to exist already), put the weights and the optimizer's state back
     in place (the same tensors: the graph reads their addresses), then record one `step()` into a
     CUDA graph. Returns (graph, what the recorded step returned): replay() reruns it on whatever the
-    static inputs hold, and rewrites those outputs."""
+    static inputs hold, and rewrites those outputs. With a run, all of it is timed as the run's
+    "graph capture" setup (run.setup): reported beside torch.compile's compilation, which lands on
+    its first step, so the two one-time costs compare (a CPU records its near-zero time too)."""
+    with run.setup("graph capture") if run is not None else contextlib.nullcontext():
+        return _capture(step, model, optimizer, run, warmup)
+
+
+def _capture(step, model, optimizer, run, warmup):
     if next(model.parameters()).device.type != "cuda":
         if run is not None:
             run.notices.append("CUDA graphs need CUDA: the fast twin ran its step eagerly on this CPU")

@@ -3,7 +3,9 @@
 
 A run has four consecutive stages over one stream of batches, each a small generator that hands
 the script its batches and returns what it measured:
-  warm-up  (untimed; its wall time, compile time included, is reported on its own line)
+  warm-up  (untimed, each step waited for; its wall time, compile time included, is reported on its
+           own line, with any one-time setup the script timed before the loop: `run.setup(name)`,
+           a hand-captured CUDA graph's warm-up and recording)
   timed    (per-step CUDA events or perf_counter, read once after the loop; no profiler)
   profiled (torch.profiler, 1 warm-up + N active steps -> trace + evidence; never timed)
   counted  (one step under FlopCounterMode: the FLOPs a step really executes, recomputation included)
@@ -35,11 +37,24 @@ PHASES = ("data", "copy", "forward", "backward", "optimizer")  # "copy": host-to
 MAX_STEPS = 20_000  # the most timed steps --min-time may ask for
 
 
-def is_oom(exc: BaseException) -> bool:
+# the allocator's words, and the CUDA libraries' when they cannot allocate their own workspace:
+# CUDNN_STATUS_ALLOC_FAILED, CUBLAS_STATUS_ALLOC_FAILED, CUFFT_ALLOC_FAILED, CUSOLVER_STATUS_ALLOC_FAILED ...
+OOM_WORDS = ("out of memory", "can't allocate memory", "ALLOC_FAILED")
+# what cuDNN and cuBLAS say near a memory cap, in other words: no engine whose workspace fits, a
+# handle that could not be created. Without a cap these are genuine errors (an unsupported
+# configuration), so they count as out of memory only when the run capped its memory.
+CAPPED_OOM_WORDS = ("unable to find an engine", "CUDNN_STATUS_NOT_SUPPORTED", "CUBLAS_STATUS_NOT_INITIALIZED")
+
+
+def is_oom(exc: BaseException, capped: bool = False) -> bool:
+    """Did this run out of memory? `capped`: the run's memory is capped (--memory-budget-gb took
+    effect), where cuDNN's "no engine" and cuBLAS's failed handle mean the workspace did not fit."""
     if isinstance(exc, torch.cuda.OutOfMemoryError):
         return True
+    if not isinstance(exc, RuntimeError):
+        return False
     text = str(exc)
-    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+    return any(w in text for w in OOM_WORDS) or (capped and any(w in text for w in CAPPED_OOM_WORDS))
 
 
 def _terminate(signum, frame):
@@ -60,7 +75,7 @@ class _Hooks:
         if issubclass(exc_type, KeyboardInterrupt):
             print(f"{self.prog}: interrupted: no result written", file=sys.stderr)
             sys.exit(130)
-        if is_oom(exc) and self.run is not None:
+        if self.run is not None and is_oom(exc, capped=self.run.memory_cap_gb is not None):
             self.run.write_oom(exc)
             sys.exit(EXIT_OOM)
         sys.__excepthook__(exc_type, exc, tb)
@@ -139,6 +154,7 @@ class Run:
         pick = lambda key: getattr(args, key, None) if getattr(args, key, None) is not None else sizes.get(key)  # noqa: E731
         self.batch_size, self.steps, self.warmup = pick("batch_size"), pick("steps"), pick("warmup")
         self.profile_steps, self.image_size = pick("profile_steps"), pick("image_size")
+        self.probe_steps = pick("probe_steps")
         self.min_time_s = pick("min_time")
         self.seed, self.data = args.seed, args.data
         self.memory_dir = Path(args.memory_dir) if args.memory_dir else None
@@ -158,6 +174,7 @@ class Run:
         self.stage = "setup"
         self._monitor = None
         self._losses = []
+        self._last_batch, self._probe_from = None, 0
         self._batch_bytes = self._output_bytes = None
         self.extra = {}  # anything a script adds to its result (a baseline's inference sweep, say)
         self.graph_flops = None  # set by common.graphs.capture: a recorded step's FLOPs, counted eagerly
@@ -166,6 +183,8 @@ class Run:
         self._warm = self._timing = self._evidence = self._flops = None
         self._memory = None
         self._hooks = None
+        self._setup_s = {}  # one-time work timed by run.setup(name) before the loop, seconds by name
+        self.memory_cap_gb = None  # set when --memory-budget-gb capped the allocator (CUDA)
         self._t_start = time.perf_counter()
         if args.memory_budget_gb:
             self._cap_memory(args.memory_budget_gb)
@@ -183,9 +202,26 @@ class Run:
         total = torch.cuda.get_device_properties(index).total_memory
         # the allocator's cap: the CUDA context and libraries' workspaces come on top of it
         torch.cuda.set_per_process_memory_fraction(min(1.0, gb * 1e9 / total), index)
+        self.memory_cap_gb = gb
         self.notices.append(f"GPU memory capped at {gb:g} GB of {total / 1e9:.0f} GB (--memory-budget-gb)")
 
     # --- used by the script -------------------------------------------------------------------
+    @contextlib.contextmanager
+    def setup(self, name: str):
+        """One-time work a step needs before run.loop(), such as a hand-captured CUDA graph's warm-up
+        and recording (common.graphs.capture wraps itself in it). Timed, kept in the result by name
+        (result.compile["setup_s"]) and counted in the warm-up and first-step figures, where
+        torch.compile's compilation lands on its own first step: the two one-time costs compare."""
+        if self.steps_run:  # inside the loop its syncs would land in measured steps
+            raise RuntimeError("run.setup() is for one-time work before run.loop()")
+        synchronize(self.device)  # note: this is a sync point, before the loop (setup, never a timed step)
+        stage, self.stage = self.stage, name  # running out of memory here reports this stage
+        t0 = time.perf_counter()
+        yield
+        synchronize(self.device)  # note: this is a sync point, the setup's queued work done
+        self._setup_s[name] = self._setup_s.get(name, 0.0) + time.perf_counter() - t0
+        self.stage = stage
+
     @contextlib.contextmanager
     def phase(self, name: str):
         """An NVTX range (CUDA) and, while profiling, a profiler range named after the phase."""
@@ -222,28 +258,36 @@ class Run:
         self._timing = yield from self._timed(self._warm)
         self._evidence = yield from self._profiled()
         self._flops = yield from self._counted()
+        yield from self._probed()
         _shut_down(source)
 
     # --- the stages ---------------------------------------------------------------------------
     def _next(self):
         self.steps_run += 1
         with self.phase("data"):
-            return next(self._stream)
+            self._last_batch = next(self._stream)
+            return self._last_batch
 
     def _warm_up(self):
+        """Untimed steps, each waited for: the first holds compilation and autotuning; the median of
+        the others sizes the timed stretch. Not their mean: one of them may record a CUDA graph
+        (torch.compile's mode="reduce-overhead" does so on its second or third call), tens of ms
+        against a step of 1 ms, and a mean would size the stretch from that."""
         self.stage = "warm-up"
-        t0 = time.perf_counter()
-        first = None
+        setup = sum(self._setup_s.values())  # run.setup() before the loop: one-time cost like compilation
+        steps = []
+        t0 = last = time.perf_counter()
         for i in range(self.warmup):
             with self._ranges.range(f"warmup {i}"):
                 yield self._next()
-            if i == 0:
-                synchronize(self.device)  # untimed: the first step alone holds compilation and autotuning
-                first = time.perf_counter() - t0
-        synchronize(self.device)  # note: a sync point, between warm-up and timing only
-        wall = time.perf_counter() - t0
-        per_step = (wall - first) / (self.warmup - 1) if self.warmup > 1 else None
-        return WarmUp(self.warmup, wall, first, per_step)
+            synchronize(self.device)  # note: this is a sync point, after each untimed warm-up step only
+            now = time.perf_counter()
+            steps.append(now - last)
+            last = now
+        wall = last - t0
+        first = steps[0] + setup if steps else None
+        per_step = float(np.median(steps[1:])) if len(steps) > 1 else None
+        return WarmUp(self.warmup, wall + setup, first, per_step)
 
     def _timed_steps(self, warm: WarmUp) -> int:
         """The preset's steps, or more when they would last less than min_time_s."""
@@ -340,10 +384,22 @@ class Run:
         # of the same step when it recorded it, else no count rather than 0
         return counter.get_total_flops() or self.graph_flops
 
+    def _probed(self):
+        """The learning probe, for parity: more steps on the last batch, which any model soon fits, so
+        a twin that stops learning shows in a few steps at any batch size (aggregate.parity). Serving
+        scripts learn nothing: no probe."""
+        self.stage = "learning probe"
+        self._probe_from = len(self._losses)
+        if self._output_bytes is not None:
+            return
+        for _ in range(self.probe_steps):
+            yield self._last_batch
+
     # --- results --------------------------------------------------------------------------------
     def _config(self) -> Config:
         return Config(batch_size=self.batch_size, steps=self.steps, warmup=self.warmup,
-                      profile_steps=self.profile_steps, image_size=self.image_size, seed=self.seed, data=self.data,
+                      profile_steps=self.profile_steps, probe_steps=self.probe_steps, image_size=self.image_size,
+                      seed=self.seed, data=self.data,
                       min_time_s=self.min_time_s or 0.0)
 
     def _result(self, status: str) -> RunResult:
@@ -371,11 +427,15 @@ class Run:
             raise RuntimeError("run.finish() before run.loop() ran to its end")
         # a loss is a scalar; a served batch's answers are reduced to their mean here, after the timing
         losses = torch.stack([x.float().mean() for x in self._losses]).cpu().tolist() if self._losses else []
+        losses, probe_losses = losses[:self._probe_from], losses[self._probe_from:]
         gpu = self._monitor.summary() if self._monitor else {"available": False, "warnings": []}
         result = self._result("ok")
         result.timing, result.memory, result.evidence = self._timing, self._memory, self._evidence
         result.flops_per_step, result.gpu_monitor, result.warnings = self._flops, gpu, gpu["warnings"]
         result.losses, result.extra, result.compile = losses, self.extra, compile_stats()
+        result.probe_losses = probe_losses
+        if self._setup_s:  # a hand capture's one-time cost, beside what torch.compile did
+            result.compile = {**(result.compile or {}), "setup_s": dict(self._setup_s)}
         if self._output_bytes is not None:  # serving: requests in, answers out
             result.bytes_per_step = (self._batch_bytes or 0) + self._output_bytes
         write_result(self.out, result)
@@ -441,11 +501,13 @@ def summary(r: RunResult, out: Path) -> str:
     mem = (f"{m.peak_mb:.0f} MB allocated ({m.reserved_mb:.0f} MB reserved)" if m.kind == "cuda_allocator"
            else f"{m.peak_mb:.0f} MB peak RSS (CPU, whole process)")
     longer = f" (more than the preset's {cfg.steps}: at least {cfg.min_time_s:g} s of steps)" if s.n > cfg.steps else ""
+    setups = "".join(f"; {name} {sec:.3f} s before the loop, counted in both"
+                     for name, sec in ((r.compile or {}).get("setup_s") or {}).items())
     lines = [
         f"{r.recipe}/{r.pair} {r.variant} on {env.describe_device(r.env)}",
         f"  data       {src.get('kind', '?')}{' - ' + src['note'] if src.get('note') else ''}",
         f"  setup      batch {cfg.batch_size}{size}, {s.n} timed steps{longer} after {t.warmup_steps} warm-up "
-        f"steps ({t.warmup_s:.2f} s; the first step alone {fmt(t.first_step_s, '.2f')} s, compile included)",
+        f"steps ({t.warmup_s:.2f} s; the first step alone {fmt(t.first_step_s, '.2f')} s, compile included{setups})",
         f"  step time  median {s.median_ms:.3f} ms  p95 {s.p95_ms:.3f}  p99 {s.p99_ms:.3f}  "
         f"cv {s.cv:.1%}{'  NOISY' if stats.is_noisy(s.cv) else ''}",
         f"  throughput {s.throughput_per_s:.1f} samples/s",

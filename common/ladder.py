@@ -6,18 +6,19 @@ Each rung runs in its own process, pinned to the same cores; a round climbs the 
 one climbs down, so drift hits every rung alike. Speedups are throughput ratios (samples/s), since
 a rung may change the batch size: cumulative against rung 0, incremental against the rung below,
 the latter with its 95% interval over processes. Parity: every rung against rung 0, within the
-tolerance of the techniques it has added.
+tolerance of the techniques it has added. Every input (flags, --data paths, the flags after -- as the
+ladder scripts read them, the reports folder) is checked before the first run.
 """
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import ladder
 from common import ceiling, env, metrics, plotting, runner, stats
 from common.aggregate import aggregate, parity, parity_failure
-from common.cli import OneLineParser, split_passthrough
+from common.cli import OneLineParser, check_script_flags, split_passthrough
 from common.errors import CookbookError, exit_with
+from common.presets import WORKLOADS
 from common.results import LadderSummary, Rung, atomic_write_bytes, atomic_write_text, write_result
 
 # the issues' targets on an H100-class GPU, checked in the report (never on CPU)
@@ -37,32 +38,36 @@ def parse_args(argv):
     own, script_args = split_passthrough(argv)
     args = p.parse_args(own)
     args.script_args = script_args
+    args.workloads = list(dict.fromkeys(args.workloads))  # each ladder once
     unknown = [w for w in args.workloads if w not in ladder.LADDERS]
     if unknown:
         raise CookbookError(f"no ladder for {', '.join(unknown)}; choose from {', '.join(ladder.LADDERS)}")
     return args
 
 
-def climb(workload, args, cuda, cpus, results_dir, reports_dir, command) -> LadderSummary:
+def rounds_of(args) -> int:
+    return args.rounds or (1 if args.smoke else 2)
+
+
+def climb(workload, args, cuda, cpus, results_dir, reports_dir, command, counter=None) -> LadderSummary:
+    """Every rung of one ladder, `rounds_of(args)` times; counter: the progress over every ladder of the run."""
     spec = ladder.spec(workload)
     mode = "smoke" if args.smoke else "cuda" if cuda else "cpu"
-    rounds = args.rounds or (1 if args.smoke else 2)
+    rounds = rounds_of(args)
     flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
     flags += runner.data_flags(args.data, [workload])[workload] + args.script_args
     out_dir = results_dir / workload
     out_dir.mkdir(parents=True, exist_ok=True)
     traces = Path(reports_dir) / "traces" / "ladder" / workload
     runs, failures = {}, []
-    total, done, started = rounds * len(spec.rungs), 0, time.perf_counter()
+    counter = counter or runner.Counter({workload: (rounds * len(spec.rungs),) * 2})
     for round_no in range(1, rounds + 1):
         for i in runner.alternating(range(len(spec.rungs)), round_no):
             rung = spec.rungs[i]
-            done += 1
-            print(runner.progress(done, total, started, f"{workload} rung {i} ({rung.name}) round {round_no}"),
-                  end=" ", flush=True)
+            print(counter(workload, f"{workload} rung {i} ({rung.name}) round {round_no}"), end=" ", flush=True)
             rung_flags = ["--rung", str(i), "--trace-dir", str(traces / f"rung{i}")] + flags + rung.flags.get(mode, [])
             if round_no > 1:
-                rung_flags += ["--profile-steps", "0"]
+                rung_flags += ["--profile-steps", "0", "--probe-steps", "0"]  # evidence and parity: round 1
             outcome = runner.launch(["-m", spec.script], rung_flags, out_dir / f"rung{i}_r{round_no}.json", cpus=cpus,
                                     rerun="make ladder")
             print(outcome.describe(), flush=True)
@@ -218,28 +223,56 @@ def render(summary: LadderSummary, reports_dir: Path) -> list[Path]:
     return written
 
 
+def check(args) -> None:
+    """What the ladders will be given, checked before any rung runs: the --data paths as their loaders
+    read them, and the flags after -- as each ladder script's parser reads them."""
+    runner.data_flags(args.data, WORKLOADS)
+    runner.check_data(args.data, WORKLOADS)  # every path given
+    if args.script_args:
+        for w in args.workloads or list(ladder.LADDERS):
+            spec = ladder.spec(w)
+            check_script_flags(args.script_args, w, ladder.DEFAULTS, prog=f"python -m {spec.script}",
+                               extend=ladder.rung_flag(w), reserved=("out", "trace_dir", "rung"))
+
+
+def _why(w: str, summary: LadderSummary, r: Rung, logs: bool = True) -> str:
+    """Which rung and why: its parity failure with by how much, or its failed rounds (and their logs)."""
+    if r.parity and not r.parity.ok:
+        return f"{w} rung {r.index} ({r.name}): parity FAILED: {parity_failure(r.parity)}"
+    failed = [f for f in summary.failures if f.what == f"rung {r.index}"]
+    return f"{w} rung {r.index} ({r.name}): " + ("; ".join(
+        f"round {f.round} failed (exit {f.returncode}" + (f"; log {f.log})" if logs else ")") for f in failed)
+        or "the run failed")
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     cuda = runner.use_cuda(args.device)
     cpus = runner.cpu_set(args.cpus)
+    check(args)
     reports_dir = Path(args.reports_dir)
-    results_dir = runner.output_folder(reports_dir, "ladder")
+    results_dir = runner.output_folder(reports_dir, "ladder")  # checked ...
+    runner.make_folder(results_dir, reports_dir)  # ... and created once every input has passed
     ceiling.ensure(cuda)
     command = "make ladder" if not argv else "python -m common.ladder " + " ".join(argv)
-    status = 0
-    for w in args.workloads or list(ladder.LADDERS):
-        summary = climb(w, args, cuda, cpus, results_dir, reports_dir, command)
+    workloads = args.workloads or list(ladder.LADDERS)
+    counter = runner.Counter({w: (rounds_of(args) * len(ladder.spec(w).rungs),) * 2 for w in workloads})
+    wrong, short = [], []
+    for w in workloads:
+        summary = climb(w, args, cuda, cpus, results_dir, reports_dir, command, counter)
         write_result(results_dir / f"{w}.json", summary)
         write_result(reports_dir / "results" / "ladder" / f"{w}.json", summary)  # the latest, for the index
         written = render(summary, reports_dir)
         print(f"report: {', '.join(map(str, written))}", flush=True)
         for r in summary.rungs:
             if r.status == "failed" or (r.parity and not r.parity.ok):
-                status = 1
-                why = parity_failure(r.parity) if r.parity else "the run failed"
-                print(f"ladder {w} rung {r.index} ({r.name}): {why}", file=sys.stderr)
-    return status
+                wrong.append("ladder " + _why(w, summary, r))
+                short.append(_why(w, summary, r, logs=False))
+                print(wrong[-1], file=sys.stderr)
+    if len(wrong) > 1:  # the last line says why, all of it (the logs are named above)
+        print(f"ladder: exit status 1: {len(wrong)} rungs: " + "; ".join(short), file=sys.stderr)
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":

@@ -281,14 +281,15 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     out += ["| variant | " + " | ".join(m.column(cpu) for m in cols) + " |", "|---|" + "---:|" * len(cols)]
     for name, v in (("slow", slow), ("fast", fast)):
         out.append(f"| {name} | " + " | ".join(m.text(v) for m in cols) + " |")
-    if fast.compile:
-        c = fast.compile
+    c = fast.compile or {}
+    if c.get("graphs"):
         skips = c.get("cudagraph_skips") or 0
         out.append(f"- torch.compile (fast twin): {c['graphs']} graph(s), {c['graph_breaks']} graph break(s), "
                    f"{c['recompiles']} recompilation(s)"
                    + (f", CUDA graphs skipped {skips} time(s) (`mode=\"reduce-overhead\"` fell back to plain kernels)"
                       if skips and not cpu else "")
                    + (f"; breaks: {'; '.join(c['break_reasons'])}" if c.get("break_reasons") else ""))
+    out += _setup_lines(slow, fast, cpu)
     out += [""] + _process_lines(entry, cpu)
     par = entry.parity
     if par.max_rel is not None:
@@ -296,7 +297,11 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
                    f"{par.early_steps} losses within {par.early_max_rel:.2%} of each other (tolerance "
                    f"{par.early_rtol * 100:.4g}%); {par.window}-step mean losses within {par.max_rel:.2%} of "
                    f"the initial loss (worst at steps {par.at_step}-{par.at_step + par.window - 1}; tolerance "
-                   f"{par.rtol * 100:.4g}%); {'all finite' if par.finite else 'NOT FINITE'}")
+                   f"{par.rtol * 100:.4g}%)"
+                   + (f"; on the learning probe ({par.probe_steps} steps on one batch, over which the slow twin's "
+                      f"loss fell {par.probe_drop:.0%}) within {par.probe_max_rel:.2%} (tolerance "
+                      f"{par.probe_rtol * 100:.4g}%)" if par.probe_max_rel is not None else "")
+                   + f"; {'all finite' if par.finite else 'NOT FINITE'}")
     else:
         out.append(f"- Parity FAILED: {parity_failure(par)}")
     if cpu:
@@ -327,6 +332,21 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
                 out.append(f"| {i + 1} | {an} | {av} | {bn} | {bv} |")
             out.append("")
     return out + _diff_section(recipe, workload, reports_dir)
+
+
+def _setup_lines(slow, fast, cpu):
+    """One-time work timed before the loop (run.setup: a hand-captured CUDA graph), on the lines of
+    torch.compile's figures: both are in the warm-up and first-step figures, where compilation is."""
+    out = []
+    for name, v in (("slow", slow), ("fast", fast)):
+        for what, seconds in ((v.compile or {}).get("setup_s") or {}).items():
+            out.append(f"- {what[0].upper() + what[1:]} ({name} twin): {seconds:.3f} s before the timed loop"
+                       + (" (nothing to capture on a CPU: the step ran eagerly)" if cpu else
+                          " (its warm-up steps and the recording)")
+                       + f"; counted in the warm-up ({_fmt(metrics.get('warmup_s').value(v), '.2f')} s) and "
+                         f"first-step ({_fmt(metrics.get('first_step_s').value(v), '.2f')} s) figures, as "
+                         "torch.compile's compilation is")
+    return out
 
 
 def _mechanism_table(slow, fast, keys, cpu):

@@ -23,8 +23,23 @@ SCHEMA_VERSION = 3  # 1: plain dicts; 2: never released; 3: these dataclasses, s
 
 
 # --- atomic files ------------------------------------------------------------------------------
+def umask() -> int:
+    """The process's umask, read without a window where it is changed where Linux tells it."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: read it by setting it, and put it back at once
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write data so that readers see either the old file or the whole new one, never a part."""
+    """Write data so that readers see either the old file or the whole new one, never a part. The
+    file gets the mode open() would give it (0644 under the usual umask), not mkstemp's 0600."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -33,6 +48,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise CookbookError(f"cannot write to {path.parent}: {e.strerror}; choose a writable folder") from None
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~umask())
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -141,6 +157,7 @@ class Config(Record):
     seed: int
     data: str | None
     min_time_s: float = 0.0  # steps were added until the timed stretch lasted this long
+    probe_steps: int = 0  # learning-probe steps after the run (harness._probed)
 
 
 @dataclass
@@ -253,6 +270,7 @@ class RunResult(Record):
     gpu_monitor: dict | None = None
     warnings: list[str] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
+    probe_losses: list[float] = field(default_factory=list)  # the learning probe (harness._probed), for parity
     extra: dict = field(default_factory=dict)
     oom: Oom | None = None
 
@@ -316,6 +334,11 @@ class Parity(Record):
     steps: int = 0
     finite: bool = True
     windows_compared: bool = True
+    batch_size: int = 0  # the early tolerance depends on it (aggregate.early_tolerance)
+    probe_steps: int = 0  # the learning probe: steps on one batch, both twins
+    probe_max_rel: float | None = None
+    probe_rtol: float = 0.0
+    probe_drop: float | None = None  # how far the slow twin cut its probe loss, as a share of where it began
 
 
 @dataclass

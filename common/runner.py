@@ -2,7 +2,9 @@
 `make diagnose-*` and `make sweep-*` all go through here.
 
 - the flags every runner shares (`--device`, one `--data` grammar, `--smoke`, `--reports-dir`,
-  `--cpus`, `--rounds`), checked once;
+  `--cpus`, `--rounds`), checked once and before anything starts or is written: a `--data` path is
+  read by its loader's own check, and the results folder is checked for writing, then created only
+  once every input has passed;
 - `launch()`: one script in its own process, pinned to the runner's CPU set, its output in a log
   beside its result, and an `Outcome`: a result, an out-of-memory at a stage, or a failure with
   its log tail;
@@ -54,9 +56,25 @@ def data_flags(values: list[str], workloads) -> dict[str, list[str]]:
         if not sep or workload not in WORKLOADS or not path:
             raise CookbookError(f"--data {value!r}: use 'synthetic' or WORKLOAD=PATH with WORKLOAD one of "
                                 f"{', '.join(WORKLOADS)}")
-        if workload in flags:
-            flags[workload] = ["--data", path]
+        if workload in flags:  # absolute: the scripts run from the repository root
+            flags[workload] = ["--data", path if path == "synthetic" else str(Path(path).expanduser().absolute())]
     return flags
+
+
+def check_data(values: list[str], workloads) -> None:
+    """Every `--data WORKLOAD=PATH` among `workloads` read by that workload's loader check (the
+    Telco CSV's columns, the CIFAR-10 batch files), so that a bad path is one line before any run."""
+    for workload, flags in data_flags(values, workloads).items():
+        if not flags or flags[1] == "synthetic":
+            continue
+        if workload == "churn":
+            from common import telco
+
+            telco.read_csv(Path(flags[1]))
+        elif workload == "resnet18":
+            from common import cifar10
+
+            cifar10.check_folder(Path(flags[1]))
 
 
 def use_cuda(device: str) -> bool:
@@ -75,7 +93,10 @@ def cpu_set(spec: str | None) -> list[int]:
     try:
         for part in spec.split(","):
             a, _, b = part.partition("-")
-            chosen.update(range(int(a), int(b or a) + 1))
+            first, last = int(a), int(b or a)
+            if last < first:
+                raise ValueError(part)
+            chosen.update(range(first, last + 1))
     except ValueError:
         raise CookbookError(f"--cpus {spec!r}: use a list like 1-15 or 0,2,4") from None
     if not chosen or not chosen <= set(usable):
@@ -85,14 +106,28 @@ def cpu_set(spec: str | None) -> list[int]:
 
 def output_folder(reports_dir, *parts) -> Path:
     """reports/results/<parts>/<run id>: one folder per invocation, so two runs at once never read
-    or overwrite each other's files."""
+    or overwrite each other's files. Only checked here, nothing created: make_folder() creates it
+    once every other input has passed."""
     folder = Path(reports_dir) / "results" / Path(*parts) / env.run_id()
+    existing = folder.absolute()
+    while not existing.exists() and existing != existing.parent:  # the deepest part that exists
+        existing = existing.parent
+    why = ("a file is in the way" if not existing.is_dir()
+           else None if os.access(existing, os.W_OK | os.X_OK) else "permission denied")
+    if why:
+        raise CookbookError(f"--reports-dir {reports_dir}: cannot write ({why} at {existing}); "
+                            "choose a writable folder")
+    return folder
+
+
+def make_folder(folder: Path, reports_dir) -> Path:
+    """Create a folder output_folder() checked (it may still fail: a disk full, a race)."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        Path(folder).mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise CookbookError(f"--reports-dir {reports_dir}: cannot write ({e.strerror}); "
                             "choose a writable folder") from None
-    return folder
+    return Path(folder)
 
 
 def alternating(items, round_no: int) -> list:
@@ -161,12 +196,49 @@ def launch(target: list[str], flags: list[str], out: Path, cpus=None, echo=None,
     return Outcome("failed", None, seconds, log, proc.returncode, tail)
 
 
-def progress(done: int, total: int, started: float, what: str) -> str:
-    """'[3/12, ~2 min left] churn fast round 2 ...': the run under way, how many are left, and an
-    estimate of the time left from the pace so far."""
+def progress(done: int, total: int, started: float, what: str, most: int | None = None) -> str:
+    """'[3/12, ~2 min left] churn fast round 2 ...': the run under way, how many there are, and an
+    estimate of the time left from the pace so far. When more runs may follow than are planned
+    (rounds added until an interval decides): '[3/12 planned, up to 40, ~2 min left as planned]', the
+    estimate covering the planned runs only."""
+    total = max(total, done)
+    most = total if most is None else max(most, total)
     left = ""
     if done > 1:
         per_run = (time.perf_counter() - started) / (done - 1)
         remaining = per_run * (total - done + 1)
         left = f", ~{remaining / 60:.0f} min left" if remaining >= 90 else f", ~{remaining:.0f} s left"
-    return f"[{done}/{total}{left}] {what} ..."
+    if most == total:
+        return f"[{done}/{total}{left}] {what} ..."
+    return f"[{done}/{total} planned, up to {most}{left + ' as planned' if left else ''}] {what} ..."
+
+
+class Counter:
+    """The progress counter of a runner with stages (a workload's rounds, a search's probes), each
+    with the runs planned and the most it may take. It never shows a total below what is still to
+    come: a stage that runs past its plan raises it, and settle() closes a stage at what it ran."""
+
+    def __init__(self, stages: dict):
+        self.planned = {k: p for k, (p, _) in stages.items()}
+        self.most = {k: max(p, m) for k, (p, m) in stages.items()}
+        self.done = {k: 0 for k in stages}
+        self.started = time.perf_counter()
+
+    def totals(self) -> tuple[int, int, int]:
+        return sum(self.done.values()), sum(self.planned.values()), sum(self.most.values())
+
+    def at_least(self, stage, runs: int) -> None:
+        """The stage will run at least `runs` runs in all (a round that starts: both of its runs)."""
+        self.done.setdefault(stage, 0)
+        self.planned[stage] = max(self.planned.get(stage, 0), runs)
+        self.most[stage] = max(self.most.get(stage, 0), self.planned[stage])
+
+    def settle(self, stage) -> None:
+        """The stage is over: what it ran is what it planned and the most it takes."""
+        self.planned[stage] = self.most[stage] = self.done.get(stage, 0)
+
+    def __call__(self, stage, what: str) -> str:
+        self.done[stage] = self.done.get(stage, 0) + 1
+        self.at_least(stage, self.done[stage])
+        done, planned, most = self.totals()
+        return progress(done, planned, self.started, what, most)

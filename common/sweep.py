@@ -7,7 +7,8 @@ crossover marked.
 Each point is a small comparison: slow and fast alternating, each run in its own process, pinned
 (common/runner.py), for a fixed number of rounds (default 3 on CUDA, 2 on a CPU), so every point has
 an interval over processes. Writes reports/sweep_<recipe>.md and .png (speedup with its interval,
-and peak memory, against the knob).
+and peak memory, against the knob). Every input (each --values entry by the scripts' own rule for the
+knob, each --data path, the flags after --, the reports folder) is checked before the first run.
 """
 import argparse
 import sys
@@ -16,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common import ceiling, env, plotting, recipes, runner, stats
-from common.aggregate import aggregate, parity
-from common.cli import OneLineParser, split_passthrough
+from common.aggregate import aggregate, parity, parity_failure
+from common.cli import OneLineParser, check_script_flags, check_value, split_passthrough
 from common.errors import CookbookError, exit_with
+from common.presets import WORKLOADS
 from common.results import Record, Speedup, VariantAggregate, atomic_write_bytes, atomic_write_text, write_result
 
 
@@ -30,6 +32,7 @@ class Point(Record):
     speedup: Speedup | None = None
     parity_ok: bool | None = None
     failed: list[str] = field(default_factory=list)
+    parity_failure: str = ""  # aggregate.parity_failure's words where parity failed
 
 
 @dataclass
@@ -93,25 +96,71 @@ def _crossover(points: list[Point], knob: str) -> str:
     return f"pays off from {knob} {measured[last_not + 1].value} up (not at {measured[last_not].value})"
 
 
-def run_sweep(argv) -> tuple[SweepResult, Path]:
+@dataclass
+class SweepPlan:
+    """Everything a sweep runs, checked from the command line before anything starts or is written."""
+    recipe: str
+    spec: dict
+    cuda: bool
+    mode: str
+    values: list[int]
+    rounds: int
+    cpus: list
+    out_dir: Path
+    flags: list[str]
+    reports_dir: Path
+
+
+def knob_values(text: str | None, spec: dict, mode: str, recipe: str) -> list[int]:
+    """--values, each by the scripts' own rule for the knob (--batch-size 1 or more, --workers 0 or
+    more), or the recipe's values for this mode."""
+    if not text:
+        return spec["values"][mode]
+    pair = spec["pair"]
+    overrides = getattr(recipes.settings(recipe), "DEFAULTS", {})
+    values = set()
+    for part in text.split(","):
+        try:
+            values.add(check_value(spec["flag"], part.strip(), recipes.workload_of(pair), overrides, pair))
+        except CookbookError as e:
+            raise CookbookError(f"--values {text!r}: {part.strip()!r} is not a valid {spec['knob']} ({e}); give whole "
+                                f"numbers separated by commas, e.g. {','.join(map(str, spec['values'][mode]))}") \
+                from None
+    return sorted(values)
+
+
+def make_plan(argv) -> SweepPlan:
     args = parse_args(argv)
     recipe = recipes.check(args.recipe)
     spec = spec_of(recipe)
     cuda = runner.use_cuda(args.device)
     mode = "smoke" if args.smoke else "cuda" if cuda else "cpu"
-    try:
-        values = sorted({int(v) for v in args.values.split(",")}) if args.values else spec["values"][mode]
-    except ValueError:
-        raise CookbookError(f"--values {args.values!r}: whole numbers separated by commas, e.g. 16,32,64") from None
+    values = knob_values(args.values, spec, mode, recipe)
     rounds = args.rounds or (3 if cuda and not args.smoke else 2)
+    pair = spec["pair"]
+    workload = recipes.workload_of(pair)
+    data = runner.data_flags(args.data, [workload])[workload]
+    runner.check_data(args.data, WORKLOADS)  # every path given, read as its loader reads it
+    cpus = runner.cpu_set(args.cpus)
+    if args.script_args:
+        knob = spec["flag"].lstrip("-").replace("-", "_")  # the sweep sets it: --values, not -- --batch-size
+        check_script_flags(args.script_args, workload, getattr(recipes.settings(recipe), "DEFAULTS", {}), pair,
+                           prog=f"python -m recipes.{recipe}.{pair}_slow",
+                           reserved={"out": None, knob: "it is the sweep's knob: give its values with --values"})
+    out_dir = runner.output_folder(args.reports_dir, "sweep", recipe)  # checked; created when the sweep starts
+    flags = ["--device", args.device, "--profile-steps", "0"] + (["--smoke"] if args.smoke else [])
+    return SweepPlan(recipe=recipe, spec=spec, cuda=cuda, mode=mode, values=values, rounds=rounds, cpus=cpus,
+                     out_dir=out_dir, flags=flags + data + args.script_args, reports_dir=Path(args.reports_dir))
+
+
+def run_sweep(argv) -> tuple[SweepResult, Path]:
+    plan = make_plan(argv)
+    recipe, spec, values, rounds, cpus, flags = plan.recipe, plan.spec, plan.values, plan.rounds, plan.cpus, plan.flags
+    out_dir = runner.make_folder(plan.out_dir, plan.reports_dir)  # every input has passed: now the first write
     pair = spec["pair"]
     settings = recipes.settings(recipe)
     rule = recipes.parity_rule(recipe, pair)
-    cpus = runner.cpu_set(args.cpus)
-    out_dir = runner.output_folder(args.reports_dir, "sweep", recipe)
-    flags = ["--device", args.device, "--profile-steps", "0"] + (["--smoke"] if args.smoke else [])
-    flags += runner.data_flags(args.data, [recipes.workload_of(pair)])[recipes.workload_of(pair)] + args.script_args
-    ceiling.ensure(cuda)
+    ceiling.ensure(plan.cuda)
     total, done, started = len(values) * rounds * 2, 0, time.perf_counter()
     print(f"sweep {recipe}/{pair} over {spec['knob']} {values}: {rounds} round(s) per point, {total} runs, "
           f"cores {env.cpu_ranges(cpus)}; logs in {out_dir}", flush=True)
@@ -124,7 +173,8 @@ def run_sweep(argv) -> tuple[SweepResult, Path]:
                 print(runner.progress(done, total, started, f"{spec['knob']} {value}: {variant} round {round_no}"),
                       end=" ", flush=True)
                 outcome = runner.launch(["-m", f"recipes.{recipe}.{pair}_{variant}"],
-                                        flags + [spec["flag"], str(value)],
+                                        flags + [spec["flag"], str(value)]
+                                        + (["--probe-steps", "0"] if round_no > 1 else []),  # parity: round 1
                                         out_dir / f"{pair}_{variant}_{value}_r{round_no}.json", cpus=cpus,
                                         rerun=f"make sweep-{recipe}")
                 print(outcome.describe(), flush=True)
@@ -136,17 +186,19 @@ def run_sweep(argv) -> tuple[SweepResult, Path]:
         point.fast = aggregate(runs["fast"]) if "fast" in runs else None
         if point.slow and point.fast and point.slow.status == point.fast.status == "ok":
             point.speedup = stats.speedup(point.slow.process_medians_ms, point.fast.process_medians_ms)
-            point.parity_ok = parity(runs["slow"][0], runs["fast"][0], rule).ok
+            checked = parity(runs["slow"][0], runs["fast"][0], rule)
+            point.parity_ok = checked.ok
+            point.parity_failure = "" if checked.ok else parity_failure(checked)
             print(f"    {spec['knob']} {value}: {stats.describe(point.speedup)}", flush=True)
         points.append(point)
     result = SweepResult(recipe=recipe, title=settings.TITLE, pair=pair, knob=spec["knob"], flag=spec["flag"],
-                         mode=mode, rounds=rounds, points=points,
+                         mode=plan.mode, rounds=rounds, points=points,
                          command="make sweep-" + recipe if not argv[1:]
                          else "python -m common.sweep " + " ".join(argv))
     result.crossover = crossover(points, spec["knob"])
     write_result(out_dir / "sweep.json", result)
-    write_result(Path(args.reports_dir) / "results" / "sweep" / recipe / "sweep.json", result)  # the latest
-    return result, Path(args.reports_dir)
+    write_result(plan.reports_dir / "results" / "sweep" / recipe / "sweep.json", result)  # the latest
+    return result, plan.reports_dir
 
 
 def _stamp(r: SweepResult):
@@ -212,6 +264,8 @@ def render(r: SweepResult, reports_dir: Path) -> list[Path]:
                      f"{'' if p.parity_ok is None else 'ok' if p.parity_ok else 'FAILED'} |")
     for p in r.points:
         lines += [f"- {r.knob} {p.value}: {f}" for f in p.failed]
+        if p.parity_failure:
+            lines.append(f"- {r.knob} {p.value}: parity FAILED: {p.parity_failure}")
     if e and e.device_type != "cuda":
         lines += ["", "This is a CPU run: it checks that the sweep works; it is not a GPU result."]
     lines.append("")
@@ -224,6 +278,16 @@ def render(r: SweepResult, reports_dir: Path) -> list[Path]:
     return written
 
 
+def failures(r: SweepResult) -> list[str]:
+    """What went wrong, point by point: a failed run, a failed parity (with by how much)."""
+    out = []
+    for p in r.points:
+        out += [f"{r.knob} {p.value}: {f}" for f in p.failed]
+        if p.parity_ok is False:
+            out.append(f"{r.knob} {p.value}: parity FAILED: {p.parity_failure or 'see the report'}")
+    return out
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     result, reports_dir = run_sweep(argv)
@@ -232,7 +296,10 @@ def main(argv=None) -> int:
 
     written += index.render(reports_dir)
     print(f"regime: {result.crossover}\nreport: {', '.join(map(str, written))}", flush=True)
-    return 1 if any(p.failed or p.parity_ok is False for p in result.points) else 0
+    wrong = failures(result)
+    if wrong:  # the last line says why
+        print(f"sweep {result.recipe}: exit status 1: " + "; ".join(wrong), file=sys.stderr)
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":

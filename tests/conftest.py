@@ -29,7 +29,8 @@ def smoke_run(tmp_path_factory):
     def run(recipe):
         if recipe not in done:
             reports = tmp_path_factory.mktemp(f"reports-{recipe}")
-            proc = run_module("common.compare", recipe, "--smoke", "--device", "cpu", "--data", "synthetic", "--reports-dir", str(reports))
+            proc = run_module("common.compare", recipe, "--smoke", "--device", "cpu", "--data", "synthetic",
+                              "--reports-dir", str(reports))
             done[recipe] = proc, reports
         return done[recipe]
 

@@ -9,7 +9,8 @@ PLANTED = REPO / "tests" / "planted"
 
 
 def diagnosed(tmp_path, *args, script_args=()):
-    proc = run_module("common.diagnose", *args, "--smoke", "--device", "cpu", "--data", "synthetic", "--reports-dir", str(tmp_path),
+    proc = run_module("common.diagnose", *args, "--smoke", "--device", "cpu", "--data", "synthetic", "--reports-dir",
+                      str(tmp_path),
                       *(["--", *script_args] if script_args else []))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc

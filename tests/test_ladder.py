@@ -12,7 +12,8 @@ from conftest import run_module
 @pytest.fixture(scope="module")
 def climbed(tmp_path_factory):
     reports = tmp_path_factory.mktemp("ladder")
-    proc = run_module("common.ladder", "--smoke", "--device", "cpu", "--data", "synthetic", "--reports-dir", str(reports), timeout=1500)
+    proc = run_module("common.ladder", "--smoke", "--device", "cpu", "--data", "synthetic", "--reports-dir",
+                      str(reports), timeout=1500)
     return proc, reports
 
 

@@ -51,7 +51,8 @@ def test_a_crashing_variant_is_named_and_the_rest_still_runs(tmp_path):
 def test_interrupt_leaves_the_previous_report_and_finished_results(tmp_path, sig):
     previous = "# the previous report\n"
     (tmp_path / "amp.md").write_text(previous)
-    cmd = [sys.executable, "-m", "common.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic", "--workloads", "churn",
+    cmd = [sys.executable, "-m", "common.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
+           "--workloads", "churn",
            "--rounds", "2", "--reports-dir", str(tmp_path)]
     # a shell's background job inherits SIGINT ignored; a user's Ctrl-C reaches a foreground process
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -74,7 +75,8 @@ def test_interrupt_leaves_the_previous_report_and_finished_results(tmp_path, sig
 
 
 def test_two_runs_at_once_keep_their_files_apart(tmp_path):
-    cmd = [sys.executable, "-m", "common.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic", "--workloads", "churn",
+    cmd = [sys.executable, "-m", "common.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
+           "--workloads", "churn",
            "--reports-dir", str(tmp_path)]
     procs = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]

@@ -30,7 +30,8 @@ def test_no_pickle_loading_outside_the_cifar10_reader():
 def test_kaggle_credentials_never_reach_output(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "COOKBOOK_OFFLINE"}  # let kagglehub try (and fail)
     env.update(KAGGLE_USERNAME="sentinel-user-4931", KAGGLE_KEY="sentinel-key-8f2a77")
-    proc = subprocess.run([sys.executable, "-m", "common.compare", "amp", "--smoke", "--device", "cpu", "--workloads", "churn",
+    proc = subprocess.run([sys.executable, "-m", "common.compare", "amp", "--smoke", "--device", "cpu",
+                           "--workloads", "churn",
                            "--reports-dir", str(tmp_path)], cwd=REPO, capture_output=True, text=True, env=env,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr

@@ -8,7 +8,8 @@ from conftest import run_module
 
 
 def test_a_smoke_sweep_writes_its_report_and_plot(tmp_path):
-    proc = run_module("common.sweep", "amp", "--smoke", "--device", "cpu", "--data", "synthetic", "--reports-dir", str(tmp_path),
+    proc = run_module("common.sweep", "amp", "--smoke", "--device", "cpu", "--data", "synthetic", "--reports-dir",
+                      str(tmp_path),
                       timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     md = (tmp_path / "sweep_amp.md").read_text()

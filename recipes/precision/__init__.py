@@ -9,7 +9,7 @@ On Ampere and newer GPUs, "fp32" is not one thing: TF32 tensor cores keep fp32's
 TITLE = "fp32 precision: strict fp32 vs TF32"
 # TF32 rounds every product's inputs to 10 mantissa bits: the losses drift apart slowly, within
 # the tolerance of 16-bit AMP (whose mantissa is shorter still).
-PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.03, "window": 10, "rtol": 0.05}
+PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.03, "at_batch": 16, "window": 10, "rtol": 0.05}
 EVIDENCE = ("gpu_busy_ms_per_step", "tflops", "mfu")
 DEFAULTS = {"resnet18": {"cuda": {"batch_size": 128}}}
 SWEEP = {"pair": "resnet18", "flag": "--batch-size", "knob": "batch size",

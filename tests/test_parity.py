@@ -1,0 +1,85 @@
+"""The parity rule holds for a correct twin at every size the project runs, and still fails a broken one.
+
+The broken twins are the AMP fast twins with one bug each, written from the real scripts at test
+time: one that stops learning (its optimizer step gone) and one that learns at a tenth of the rate
+(a wrong learning rate, as a missing unscale does to plain SGD). They run through the real harness
+at the batch sizes the CPU runs use (the smoke presets and the sweep's smoke points); the churn MLP
+also at the GPU's batch sizes, which a CPU runs too."""
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from common import recipes
+from common.aggregate import early_tolerance, parity, parity_failure
+from common.results import RunResult, read_result
+
+from conftest import REPO
+
+BROKEN = {  # name -> (text in the AMP fast twin, its replacement)
+    "stalled": ("scaler.step(optimizer)  #", "pass  # no optimizer step;"),
+    "slowlearner": ("lr=1e-", "lr=0.1e-"),
+}
+SIZES = [("resnet18", 2), ("resnet18", 4), ("churn", 2), ("churn", 512)]
+
+
+def test_the_early_tolerance_widens_below_its_batch_and_never_narrows_above():
+    rule = {"early_rtol": 0.03, "at_batch": 16}
+    assert early_tolerance(rule, 16) == 0.03 and early_tolerance(rule, 256) == 0.03
+    assert early_tolerance(rule, 4) == pytest.approx(0.06) and early_tolerance(rule, 1) == pytest.approx(0.12)
+    assert early_tolerance({"early_rtol": 0.001}, 2) == 0.001  # no at_batch: the same at every size
+
+
+def test_the_archived_h100_amp_twins_pass_at_their_batch_sizes():
+    saved = json.loads((REPO / "tests" / "data" / "h100-2026-11-22" / "amp.comparison.json").read_text())
+    for workload, entry in saved["workloads"].items():
+        rule = recipes.parity_rule("amp", workload)
+        measured = entry["parity"]["early_max_rel"]
+        assert measured <= early_tolerance(rule, entry["slow"]["config"]["batch_size"]) / 2, workload
+
+
+def _run(script, workload, batch, out):
+    cmd = [sys.executable, str(script), "--device", "cpu", "--smoke", "--data", "synthetic", "--profile-steps", "0",
+           "--batch-size", str(batch), "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return read_result(out, RunResult, "pytest")
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory):
+    """{(workload, batch): {variant: RunResult}} for slow, fast and each broken twin."""
+    folder = tmp_path_factory.mktemp("twins")
+    scripts = {}
+    for workload in {w for w, _ in SIZES}:
+        fast = recipes.script("amp", workload, "fast").read_text()
+        scripts[workload] = {"slow": recipes.script("amp", workload, "slow"),
+                             "fast": recipes.script("amp", workload, "fast")}
+        for name, (text, replacement) in BROKEN.items():
+            assert text in fast, f"amp/{workload}_fast.py no longer has {text!r}"
+            path = folder / f"{workload}_{name}.py"
+            path.write_text(fast.replace(text, replacement))
+            scripts[workload][name] = path
+    jobs = [(w, b, v, s) for w, b in SIZES for v, s in scripts[w].items()]
+    with ThreadPoolExecutor(2) as pool:
+        results = pool.map(lambda j: (j, _run(j[3], j[0], j[1], folder / f"{j[0]}_{j[1]}_{j[2]}.json")), jobs)
+        found = {}
+        for (w, b, v, _), result in results:
+            found.setdefault((w, b), {})[v] = result
+    return found
+
+
+@pytest.mark.parametrize("workload, batch", SIZES)
+def test_a_correct_twin_passes_and_each_broken_twin_fails_at_this_size(twins, workload, batch):
+    runs = twins[(workload, batch)]
+    rule = recipes.parity_rule("amp", workload)
+    good = parity(runs["slow"], runs["fast"], rule)
+    assert good.ok, parity_failure(good)
+    assert good.probe_steps > 0 and good.probe_drop > 0.1  # the probe taught the slow twin something
+    for name in BROKEN:
+        bad = parity(runs["slow"], runs[name], rule)
+        assert not bad.ok, f"{name} at batch {batch} passed: {bad}"
