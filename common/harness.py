@@ -373,12 +373,8 @@ class Run:
 
     def _counted(self):
         self.stage = "flop count"
-        eager = _eager_compiled()
-        if eager is None:  # a compiled model that cannot run eagerly on this torch: no count rather than a wrong one
-            yield self._next()
-            return None
         counter = FlopCounterMode(display=False)
-        with eager, counter:
+        with _eager_compiled(), counter:
             yield self._next()
         # a replayed CUDA graph runs no aten ops for the counter to see: the count common.graphs took
         # of the same step when it recorded it, else no count rather than 0
@@ -453,11 +449,10 @@ class Run:
 def _eager_compiled():
     """A context in which torch.compile'd code runs eagerly, for the FLOP-counted step: compiled
     code cannot run under the counter's dispatch mode (with fullgraph=True it is an error). The same
-    arithmetic, counted. None where torch has no such switch (before 2.6) and compile is in use."""
+    arithmetic, counted (torch.compiler.set_stance: torch 2.6, the floor of requirements.txt)."""
     if "torch._dynamo" not in sys.modules:
         return contextlib.nullcontext()
-    set_stance = getattr(torch.compiler, "set_stance", None)
-    return set_stance("force_eager") if set_stance is not None else None
+    return torch.compiler.set_stance("force_eager")
 
 
 def _shut_down(source) -> None:

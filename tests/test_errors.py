@@ -86,7 +86,8 @@ def test_unwritable_trace_folder(tmp_path):
 def test_unwritable_reports_folder(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    line = one_line(run_module("common.compare", "amp", "--smoke", "--reports-dir", str(blocker / "reports")))
+    line = one_line(run_module("common.compare", "amp", "--smoke", "--device", "cpu",
+                               "--reports-dir", str(blocker / "reports")))
     assert "--reports-dir" in line and "choose a writable folder" in line
 
 
