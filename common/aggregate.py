@@ -58,8 +58,8 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
     - trajectory: means over windows of steps stay close, measured against the initial loss so that
       losses near zero do not blow the ratio up (a run that diverges shows here);
     - probe: after the run, both train on one batch for a few steps (harness._probed) and must fit it
-      alike; where fresh batches' noise would hide a twin that stops learning for hundreds of steps,
-      the probe shows it in a few, at any batch size;
+      alike, where the early steps are compared: fresh batches' noise can hide a twin that stops
+      learning for hundreds of steps; the probe shows it in a few, at any batch size;
     - every loss of the fast twin is finite.
     Runs that timed more steps to fill their minimum time are compared over the steps both ran."""
     what, rtol = rule.get("what", "training loss"), rule["rtol"]
@@ -78,7 +78,9 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
     windows = [abs(fmean(b[i:i + w]) - fmean(a[i:i + w])) / scale for i in starts]
     worst = max(range(len(windows)), key=windows.__getitem__)
     finite = all(math.isfinite(v) for v in fast.losses + fast.probe_losses)
-    probe = _probe(slow.probe_losses, fast.probe_losses)
+    # the probe compares step by step, so only where the steps are comparable (early_steps > 0): not
+    # where dropout masks, micro-batch statistics or the batches themselves differ between the twins
+    probe = _probe(slow.probe_losses, fast.probe_losses) if k else None
     probe_rtol = rule.get("probe_rtol", PROBE_RTOL)
     probe_ok = probe is None or probe[0] <= probe_rtol
     return Parity(ok=finite and max(early) <= early_rtol and windows[worst] <= rtol and probe_ok, what=what,
