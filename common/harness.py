@@ -1,7 +1,7 @@
 """What a recipe script touches: `run = harness.start(__file__, __doc__)`, then `run.loop(...)`,
 `run.phase(...)`, `run.log_loss(...)` and `run.finish()`. All measuring lives here.
 
-A run has four consecutive stages over one stream of batches, each a small generator that hands
+A run has five consecutive stages over one stream of batches, each a small generator that hands
 the script its batches and returns what it measured:
   warm-up  (untimed, each step waited for; its wall time, compile time included, is reported on its
            own line, with any one-time setup the script timed before the loop: `run.setup(name)`,
@@ -9,6 +9,7 @@ the script its batches and returns what it measured:
   timed    (per-step CUDA events or perf_counter, read once after the loop; no profiler)
   profiled (torch.profiler, 1 warm-up + N active steps -> trace + evidence; never timed)
   counted  (one step under FlopCounterMode: the FLOPs a step really executes, recomputation included)
+  probe    (more steps on the last batch, for the parity check's learning probe; never timed)
 """
 import contextlib
 import math
