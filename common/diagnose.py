@@ -128,32 +128,40 @@ def analyse(result: RunResult) -> Diagnosis:
 
 
 def _plot(name, result: RunResult, analysis: Diagnosis) -> bytes:
+    return plotting.png(_figure(name, result, analysis))
+
+
+def _figure(name, result: RunResult, analysis: Diagnosis):
+    """Where a step goes (phases), the time per kind of op, and the inference sweep where there is one."""
     plt = plotting.pyplot()
 
     sweep = (result.extra.get("inference") or {}).get("rows")
     panels = 3 if sweep else 2
-    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4))
+    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 4.2), layout="constrained")
     comps = analysis.components
-    axes[0].bar([c["phase"] for c in comps], [c["mean_ms"] for c in comps], color="#2a7ab9")
-    axes[0].set_title(f"where a step goes (mean ms)\nstep {analysis.type['step_ms']:.2f} ms")
+    axes[0].barh([c["phase"] for c in comps][::-1], [c["mean_ms"] for c in comps][::-1], color="#2a7ab9")
+    axes[0].set_title(f"where a step goes (step {analysis.type['step_ms']:.2f} ms)", fontsize=10)
+    axes[0].set_xlabel("mean ms per step")
     kinds = analysis.operations["by_kind"][:8]
     key = analysis.operations["key"] or "self_cpu_us"
-    axes[1].barh([k["name"] for k in kinds][::-1], [k[key] / 1000 for k in kinds][::-1], color="#8c8c8c")
-    axes[1].set_title(f"time per kind of op (ms per step, {'device' if 'device' in key else 'CPU'})")
+    axes[1].barh([plotting.wrap(k["name"], 22) for k in kinds][::-1], [k[key] / 1000 for k in kinds][::-1],
+                 color="#8c8c8c")
+    axes[1].set_title("time per kind of op", fontsize=10)
+    axes[1].set_xlabel(f"ms per step ({'device' if 'device' in key else 'CPU'} time)")
     if sweep:
         rows = [r for r in sweep if "mean_ms" in r]
         ax = axes[2]
         ax.plot([r["batch_size"] for r in rows], [r["mean_ms"] for r in rows], "o-", color="#c0504d", label="latency")
-        ax.set_xscale("log", base=2)
+        plotting.knob_axis(ax, [r["batch_size"] for r in rows], "x")
         ax.set_xlabel("inference batch size")
         ax.set_ylabel("mean latency, ms", color="#c0504d")
         ax2 = ax.twinx()
         ax2.plot([r["batch_size"] for r in rows], [r["throughput_per_s"] for r in rows], "s--", color="#2a7ab9")
+        plotting.count_axis(ax2.yaxis)
         ax2.set_ylabel("samples/s", color="#2a7ab9")
-        ax.set_title("inference: latency and throughput")
-    fig.suptitle(f"{name}: {env.describe_device(result.env)}", fontsize=9)
-    fig.tight_layout()
-    return plotting.png(fig)
+        ax.set_title("inference: latency and throughput", fontsize=10)
+    fig.suptitle(plotting.wrap(f"{name}: {env.describe_device(result.env)}", 140), fontsize=10)
+    return fig
 
 
 def _conditions(gpu: dict) -> str:

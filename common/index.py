@@ -88,24 +88,34 @@ def rows(comparisons: dict) -> list[Row]:
 
 
 def _plot(table) -> bytes:
+    return plotting.png(_figure(table))
+
+
+def _figure(table):
+    """Every recipe's speedup as a bar from 1x on a log axis (0.5x, 1x, 2x), its interval clipped to
+    the axis, the number itself on the right."""
     plt = plotting.pyplot()
 
-    shown = [r for r in table if r.speedup]
-    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(shown) + 1.4))
-    labels = [f"{r.recipe} / {r.workload}" + (" (CPU)" if r.cpu else "") for r in shown][::-1]
-    colors = {"faster": "#2a7ab9", "slower": "#c0504d"}
-    for y, r in enumerate(shown[::-1]):
-        s = r.speedup
-        ax.barh([y], [s.ratio], color=colors.get(s.verdict, "#a0a0a0"))
-        if s.low is not None:
-            ax.errorbar([s.ratio], [y], xerr=[[s.ratio - s.low], [s.high - s.ratio]], color="black", capsize=3, lw=0.8)
-    ax.set_yticks(range(len(labels)), labels)
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("speedup of the fast twin with its 95% interval over processes (grey: no difference shown)")
-    fig.suptitle("Every recipe, slow vs fast: " + ", ".join(sorted({r.device for r in shown})), fontsize=9)
-    fig.tight_layout()
-    return plotting.png(fig)
+    shown = [r for r in table if r.speedup][::-1]  # top to bottom in the table's order
+    fig, ax = plt.subplots(figsize=(8, 0.4 * len(shown) + 2.2), layout="constrained")
+    ys = list(range(len(shown)))
+    speedups = [r.speedup for r in shown]
+    plotting.speedup_axis(ax, [s.ratio for s in speedups], "x")
+    for y, s in zip(ys, speedups):
+        ax.barh([y], [s.ratio - 1], left=1, height=0.6, color=plotting.VERDICT_COLORS.get(s.verdict, "#a0a0a0"))
+    clipped = plotting.speedup_intervals(ax, ys, speedups, "x")
+    ax.set_ylim(-0.6, len(shown) - 0.4)
+    ax.set_yticks(ys, [f"{r.recipe} / {r.workload}" + (" (CPU)" if r.cpu else "") for r in shown])
+    right = ax.secondary_yaxis("right")
+    right.set_yticks(ys, [f"{s.ratio:.2f}x" + (f" ({s.low:.2f}-{s.high:.2f})" if s.low is not None else "")
+                          for s in speedups], fontsize=8)
+    right.tick_params(length=0, pad=10)
+    ax.set_xlabel("speedup of the fast twin, with its 95% interval over processes")
+    fig.legend(handles=plotting.verdict_handles([s.verdict for s in speedups], clipped, "x"),
+               loc="outside lower center", ncols=4, fontsize=8, frameon=False)
+    fig.suptitle(plotting.wrap("Every recipe, slow vs fast: " + ", ".join(sorted({r.device for r in shown})), 100),
+                 fontsize=10)
+    return fig
 
 
 def _beyond_recipes(reports_dir: Path) -> list[str]:

@@ -137,22 +137,34 @@ def _targets(summary: LadderSummary) -> list[str]:
 
 
 def _plot(summary: LadderSummary) -> bytes:
+    return plotting.png(_figure(summary))
+
+
+def _figure(summary: LadderSummary):
+    """Throughput per rung on a log axis (samples/s below, the speedup over rung 0 above, in x), each
+    bar labelled with its cumulative speedup."""
     plt = plotting.pyplot()
 
-    rows = [r for r in summary.rungs if r.status == "ok"]
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.6))
-    labels = [f"{r.index}. {r.name}" for r in rows][::-1]
-    values = [r.aggregate.throughput_per_s for r in rows][::-1]
-    ax.barh(labels, values, color="#2a7ab9")
-    for y, r in enumerate(rows[::-1]):
-        if r.cumulative:
-            ax.text(values[y], y, f" {r.cumulative:.1f}x", va="center", fontsize=8)
+    rows = [r for r in summary.rungs if r.status == "ok"][::-1]  # rung 0 at the top
+    fig, ax = plt.subplots(figsize=(8, 0.42 * len(rows) + 2.0), layout="constrained")
+    values = [r.aggregate.throughput_per_s for r in rows]
+    ax.barh([f"{r.index}. {r.name}" for r in rows], values, color="#2a7ab9", height=0.6)
+    lo, hi = min(values) / 2, max(values) * 2.5  # room on the right for the labels
     ax.set_xscale("log")
-    ax.set_xlabel("samples per second (log scale); label: cumulative speedup over rung 0")
-    e = rows[0].aggregate.env if rows else None
-    fig.suptitle(f"ladder {summary.workload}: {env.describe_device(e) if e else ''}", fontsize=9)
-    fig.tight_layout()
-    return plotting.png(fig)
+    ax.set_xlim(lo, hi)
+    plotting.count_axis(ax.xaxis, log=True)
+    for y, r in enumerate(rows):
+        if r.cumulative:
+            ax.text(values[y] * 1.06, y, f"{r.cumulative:.1f}x", va="center", fontsize=8)
+    ax.set_xlabel("samples per second (log scale); bar labels: cumulative speedup over rung 0")
+    base = next((r.aggregate.throughput_per_s for r in rows if r.index == 0), None)
+    if base:
+        top = ax.secondary_xaxis("top", functions=(lambda x: x / base, lambda x: x * base))
+        plotting.speedup_ticks(top.xaxis, lo / base, hi / base)
+        top.set_xlabel("speedup over rung 0", fontsize=9)
+    e = rows[-1].aggregate.env if rows else None
+    fig.suptitle(plotting.wrap(f"ladder {summary.workload}: {env.describe_device(e) if e else ''}", 100), fontsize=10)
+    return fig
 
 
 def _throughput(a) -> str:

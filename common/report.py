@@ -95,28 +95,58 @@ def terminal_table(comparison: Comparison) -> str:
 
 
 def _plot(comparison: Comparison) -> bytes:
+    return plotting.png(_figure(comparison))
+
+
+def _figure(comparison: Comparison):
+    """At the top, each workload's speedup on a log axis (0.5x, 1x, 2x) with its interval; below, per
+    workload, each process's median step (dots) over the twins' medians (bars), the verdict as the
+    caption in its colour; then peak memory."""
     plt = plotting.pyplot()
 
     names = [w for w, e in comparison.workloads.items() if e.speedup]
-    fig, axes = plt.subplots(2, max(len(names), 1), figsize=(4.5 * max(len(names), 1), 6.5), squeeze=False)
+    cols = max(len(names), 1)
+    strip = 0.35 * len(names) + 1.0
+    width = 4.4 * cols + 0.4
+    fig = plt.figure(figsize=(width, 6.2 + strip), layout="constrained")
+    grid = fig.add_gridspec(3, cols, height_ratios=[strip, 3.4, 2.8])
+    top = fig.add_subplot(grid[0, :])
+    speedups = [comparison.workloads[w].speedup for w in names][::-1]
+    ys = list(range(len(names)))
+    plotting.speedup_axis(top, [s.ratio for s in speedups], "x")
+    for y, s in zip(ys, speedups):
+        top.barh([y], [s.ratio - 1], left=1, height=0.6, color=plotting.VERDICT_COLORS.get(s.verdict, "#a0a0a0"))
+    plotting.speedup_intervals(top, ys, speedups, "x")
+    top.set_ylim(-0.6, len(names) - 0.4)
+    top.set_yticks(ys, names[::-1])
+    right = top.secondary_yaxis("right")
+    right.set_yticks(ys, [f"{s.ratio:.2f}x" + (f" ({s.low:.2f}-{s.high:.2f})" if s.low is not None else "")
+                          for s in speedups], fontsize=8)
+    right.tick_params(length=0, pad=10)
+    top.set_title("speedup of the fast twin, with its 95% interval over processes", fontsize=9)
     for i, w in enumerate(names):
         e = comparison.workloads[w]
-        ax = axes[0][i]
+        ax = fig.add_subplot(grid[1, i])
         for x, (name, v) in enumerate(_variants(e)):
             ax.scatter([x] * len(v.process_medians_ms), v.process_medians_ms,
                        color="#8c8c8c" if name == "slow" else "#2a7ab9", s=18, zorder=3)
             ax.bar([x], [v.median_ms], color="#d9d9d9" if name == "slow" else "#bcd6ea", width=0.6)
         ax.set_xticks([0, 1], ["slow", "fast"])
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{w}: median step per process (dots)\n{verdict(e)}", fontsize=8)
+        ax.set_title(f"{w}: step time, median per process (dots)", fontsize=9)
         ax.set_ylabel("ms per step")
-        ax = axes[1][i]
-        ax.bar(["slow", "fast"], [v.memory.peak_mb for _, v in _variants(e)], color=["#8c8c8c", "#2a7ab9"])
-        ax.set_title(f"{w}: {memory.label(e.slow.memory)}", fontsize=8)
-        ax.set_ylabel("MB")
-    fig.suptitle(f"{comparison.recipe}: {device_label(comparison)}", fontsize=9)
-    fig.tight_layout()
-    return plotting.png(fig)
+        words = verdict(e)
+        ax.set_xlabel(plotting.wrap(("faster: " if e.speedup.verdict == "faster" else "") + words, 60), fontsize=8,
+                      color=plotting.TEXT_COLORS.get(e.speedup.verdict, "black"))
+        ax = fig.add_subplot(grid[2, i])
+        peaks = [v.memory.peak_mb for _, v in _variants(e)]
+        ax.bar(["slow", "fast"], peaks, color=["#8c8c8c", "#2a7ab9"])
+        ax.set_title(f"{w}: peak memory", fontsize=9)
+        ax.set_ylabel(memory.label(e.slow.memory))
+        if peaks[0]:
+            ax.set_xlabel(f"fast twin: {(peaks[1] / peaks[0] - 1) * 100:+.0f}% peak memory", fontsize=8)
+    fig.suptitle(plotting.wrap(f"{comparison.recipe}: {device_label(comparison)}", int(13 * width)), fontsize=10)
+    return fig
 
 
 def _env_table(comparison: Comparison):

@@ -207,41 +207,42 @@ def _stamp(r: SweepResult):
 
 
 def _plot(r: SweepResult) -> bytes:
+    return plotting.png(_figure(r))
+
+
+def _figure(r: SweepResult):
+    """Left: the speedup at each point on a log axis (0.5x, 1x, 2x), its interval clipped to the axis;
+    right: peak memory of each twin. Both against the knob, labelled with its plain values."""
     plt = plotting.pyplot()
 
-    fig, (ax, mem) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax, mem) = plt.subplots(1, 2, figsize=(10.5, 4.4), layout="constrained")
     shown = [p for p in r.points if p.speedup is not None]
     xs = [p.value for p in shown]
-    ratios = [p.speedup.ratio for p in shown]
-    low = [p.speedup.ratio - (p.speedup.low if p.speedup.low is not None else p.speedup.ratio) for p in shown]
-    high = [(p.speedup.high if p.speedup.high is not None else p.speedup.ratio) - p.speedup.ratio for p in shown]
-    colors = ["#2a7ab9" if p.speedup.verdict == "faster" else "#c0504d" if p.speedup.verdict == "slower" else "#a0a0a0"
-              for p in shown]
-    ax.errorbar(xs, ratios, yerr=[low, high], fmt="none", ecolor="black", capsize=3, lw=0.8)
-    ax.scatter(xs, ratios, c=colors, zorder=3)
-    ax.axhline(1.0, color="black", lw=0.8)
-    scale = {"value": "symlog", "base": 2, "linthresh": 1} if min(p.value for p in r.points) <= 0 else \
-        {"value": "log", "base": 2}  # a sweep from 0 workers
-    ax.set_xscale(**scale)
+    plotting.speedup_axis(ax, [p.speedup.ratio for p in shown], "y")
+    clipped = plotting.speedup_intervals(ax, xs, [p.speedup for p in shown], "y")
+    ax.scatter(xs, [p.speedup.ratio for p in shown], s=36, zorder=5,
+               c=[plotting.VERDICT_COLORS.get(p.speedup.verdict, "#a0a0a0") for p in shown])
+    plotting.knob_axis(ax, [p.value for p in r.points], "x")
     ax.set_xlabel(r.knob)
-    ax.set_ylabel("speedup of the fast twin (95% CI over processes)")
-    ax.set_title(r.crossover, fontsize=8)
+    ax.set_ylabel("speedup of the fast twin (95% CI over processes)", fontsize=9)
+    ax.set_title(plotting.wrap(f"regime: {r.crossover}", 70), fontsize=9)
+    ax.legend(handles=plotting.verdict_handles([p.speedup.verdict for p in shown], clipped), fontsize=8)
     for name, color in (("slow", "#8c8c8c"), ("fast", "#2a7ab9")):
         pts = [(p.value, getattr(p, name).memory.peak_mb) for p in r.points
                if getattr(p, name) is not None and getattr(p, name).status == "ok"]
         if pts:
             mem.plot(*zip(*pts), "o-", color=color, label=name)
         ooms = [p.value for p in r.points if getattr(p, name) is not None and getattr(p, name).status == "oom"]
-        for x in ooms:
-            mem.axvline(x, color=color, ls=":", lw=1)
-    mem.set_xscale(**scale)
+        for i, x in enumerate(ooms):
+            mem.axvline(x, color=color, ls=":", lw=1, label=f"{name}: out of memory" if i == 0 else None)
+    plotting.knob_axis(mem, [p.value for p in r.points], "x")
     mem.set_xlabel(r.knob)
     mem.set_ylabel("peak memory, MB")
-    mem.legend()
+    mem.set_title("peak memory of each twin", fontsize=9)
+    mem.legend(fontsize=8)
     e = _stamp(r)
-    fig.suptitle(f"sweep {r.recipe}/{r.pair}: {env.describe_device(e) if e else ''}", fontsize=9)
-    fig.tight_layout()
-    return plotting.png(fig)
+    fig.suptitle(plotting.wrap(f"sweep {r.recipe}/{r.pair}: {env.describe_device(e) if e else ''}", 130), fontsize=10)
+    return fig
 
 
 def render(r: SweepResult, reports_dir: Path) -> list[Path]:
