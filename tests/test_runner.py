@@ -191,3 +191,12 @@ def test_fault_injection_wraps_the_batch_stream(monkeypatch):
 
     timed = inspect.getsource(harness.Run._timed)
     assert "fault" not in timed.lower()  # nothing of it inside the timed loop
+
+
+def test_a_relative_reports_folder_is_taken_from_where_the_runner_starts(tmp_path, monkeypatch):
+    import argparse
+
+    monkeypatch.chdir(tmp_path)
+    p = argparse.ArgumentParser()
+    runner.add_flags(p)
+    assert p.parse_args(["--reports-dir", "out"]).reports_dir == str(tmp_path / "out")
