@@ -165,39 +165,26 @@ def run_variant(plan: Plan, workload, variant, round_no) -> runner.Outcome:
 
 def run_workload(plan: Plan, workload, counter: runner.Counter) -> tuple[dict, list, str]:
     """Rounds of slow and fast until the interval decides (or the cap); the runs, failures, reason."""
-    try:
-        return _rounds(plan, workload, counter)
-    finally:
-        counter.settle(workload)  # what it ran is all it runs
-
-
-def _rounds(plan: Plan, workload, counter: runner.Counter) -> tuple[dict, list, str]:
-    by_variant, failures = {}, []
-    reason = plan.rounds.describe()
-    for round_no in range(1, plan.rounds.most + 1):
-        counter.at_least(workload, len(recipes.VARIANTS) * round_no)
-        for variant in runner.alternating(recipes.VARIANTS, round_no):
-            print(counter(workload, f"{workload} {variant} round {round_no}"), end=" ", flush=True)
-            outcome = run_variant(plan, workload, variant, round_no)
-            print(outcome.describe(), flush=True)
-            if outcome.kind == "failed":
-                failures.append(outcome.failure(f"{workload} {variant}", round_no))
-            else:
-                by_variant.setdefault(variant, []).append(outcome.result)
-        ok = {v: [r for r in runs if r.status == "ok"] for v, runs in by_variant.items()}
-        if any(r.status == "oom" for runs in by_variant.values() for r in runs) or failures:
-            return by_variant, failures, f"stopped after round {round_no}: a run failed or ran out of memory"
+    def stop(round_no, done: runner.Rounds) -> str | None:
+        """Sequential stopping: after `least` rounds, one look at the interval per round."""
+        if done.failures or any(r.status == "oom" for runs in done.runs.values() for r in runs):
+            return f"stopped after round {round_no}: a run failed or ran out of memory"
         if plan.rounds.fixed or round_no < plan.rounds.least:
-            continue
-        s = stats.speedup([r.timing.summary.median_ms for r in ok["slow"]],
-                          [r.timing.summary.median_ms for r in ok["fast"]], looks=plan.rounds.looks)
+            return None
+        s = stats.speedup([r.timing.summary.median_ms for r in done.runs["slow"]],
+                          [r.timing.summary.median_ms for r in done.runs["fast"]], looks=plan.rounds.looks)
         print(f"    after {round_no} rounds: {stats.describe(s)}", flush=True)
         if stats.decided(s):
-            return by_variant, failures, f"{round_no} rounds: the 95% interval decided ({s.verdict})"
+            return f"{round_no} rounds: the 95% interval decided ({s.verdict})"
         if round_no == plan.rounds.most:
-            return by_variant, failures, (f"{round_no} rounds, the cap: the interval still includes 1 "
-                                          f"and is wider than +-{s.floor:.0%}, so no difference is claimed")
-    return by_variant, failures, reason
+            return (f"{round_no} rounds, the cap: the interval still includes 1 "
+                    f"and is wider than +-{s.floor:.0%}, so no difference is claimed")
+        return None
+
+    done = runner.rounds(recipes.VARIANTS, lambda v, n: run_variant(plan, workload, v, n), plan.rounds.most, counter,
+                         workload, lambda v, n: f"{workload} {v} round {n}", stop)
+    failures = [outcome.failure(f"{workload} {v}", n) for v, n, outcome in done.failures]
+    return done.runs, failures, done.stopped or plan.rounds.describe()
 
 
 def summarize_workload(runs_by_variant, rule, reason="", looks=1) -> WorkloadComparison:

@@ -59,22 +59,19 @@ def climb(workload, args, cuda, cpus, results_dir, reports_dir, command, counter
     out_dir = results_dir / workload
     out_dir.mkdir(parents=True, exist_ok=True)
     traces = Path(reports_dir) / "traces" / "ladder" / workload
-    runs, failures = {}, []
     counter = counter or runner.Counter({workload: (rounds * len(spec.rungs),) * 2})
-    for round_no in range(1, rounds + 1):
-        for i in runner.alternating(range(len(spec.rungs)), round_no):
-            rung = spec.rungs[i]
-            print(counter(workload, f"{workload} rung {i} ({rung.name}) round {round_no}"), end=" ", flush=True)
-            rung_flags = ["--rung", str(i), "--trace-dir", str(traces / f"rung{i}")] + flags + rung.flags.get(mode, [])
-            if round_no > 1:
-                rung_flags += ["--profile-steps", "0", "--probe-steps", "0"]  # evidence and parity: round 1
-            outcome = runner.launch(["-m", spec.script], rung_flags, out_dir / f"rung{i}_r{round_no}.json", cpus=cpus,
-                                    rerun="make ladder")
-            print(outcome.describe(), flush=True)
-            if outcome.kind == "failed":
-                failures.append(outcome.failure(f"rung {i}", round_no))
-            else:
-                runs.setdefault(i, []).append(outcome.result)
+
+    def run_one(i, round_no):
+        rung_flags = ["--rung", str(i), "--trace-dir", str(traces / f"rung{i}"), *flags,
+                      *spec.rungs[i].flags.get(mode, [])]
+        if round_no > 1:
+            rung_flags += ["--profile-steps", "0", "--probe-steps", "0"]  # evidence and parity: round 1
+        return runner.launch(["-m", spec.script], rung_flags, out_dir / f"rung{i}_r{round_no}.json", cpus=cpus,
+                             rerun="make ladder")
+
+    done = runner.rounds(range(len(spec.rungs)), run_one, rounds, counter, workload,
+                         lambda i, n: f"{workload} rung {i} ({spec.rungs[i].name}) round {n}")
+    runs, failures = done.runs, [outcome.failure(f"rung {i}", n) for i, n, outcome in done.failures]
     return summarize(workload, runs, failures, rounds, mode, command, cpus)
 
 

@@ -244,3 +244,39 @@ class Counter:
         self.at_least(stage, self.done[stage])
         done, planned, most = self.totals()
         return progress(done, planned, self.started, what, most)
+
+
+@dataclass
+class Rounds:
+    """What rounds() ran: the results by item (each item's in round order), the failures as
+    (item, round, outcome), and why it stopped (None: every round ran)."""
+    runs: dict
+    failures: list
+    stopped: str | None = None
+
+
+def rounds(items, run_one, most: int, counter: Counter, stage, label, stop=None) -> Rounds:
+    """The one rounds engine of the recipe runner, the sweep and the ladder: up to `most` rounds, each
+    running every item once in alternating order (runner.alternating), each run a child process
+    (`run_one(item, round_no)` -> Outcome). After each round `stop(round_no, done)` may end it
+    early with its reason (the recipe runner's sequential stopping). `label(item, round_no)` names
+    a run on the progress line; the counter counts it under `stage`."""
+    done = Rounds(runs={}, failures=[])
+    items = list(items)
+    try:
+        for round_no in range(1, most + 1):
+            counter.at_least(stage, len(items) * round_no)
+            for item in alternating(items, round_no):
+                print(counter(stage, label(item, round_no)), end=" ", flush=True)
+                outcome = run_one(item, round_no)
+                print(outcome.describe(), flush=True)
+                if outcome.kind == "failed":
+                    done.failures.append((item, round_no, outcome))
+                else:
+                    done.runs.setdefault(item, []).append(outcome.result)
+            done.stopped = stop(round_no, done) if stop else None
+            if done.stopped:
+                break
+    finally:
+        counter.settle(stage)  # what it ran is all it runs
+    return done

@@ -12,7 +12,6 @@ knob, each --data path, the flags after --, the reports folder) is checked befor
 """
 import argparse
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,27 +160,25 @@ def run_sweep(argv) -> tuple[SweepResult, Path]:
     settings = recipes.settings(recipe)
     rule = recipes.parity_rule(recipe, pair)
     ceiling.ensure(plan.cuda)
-    total, done, started = len(values) * rounds * 2, 0, time.perf_counter()
+    total = len(values) * rounds * 2
+    counter = runner.Counter({value: (rounds * 2,) * 2 for value in values})
     print(f"sweep {recipe}/{pair} over {spec['knob']} {values}: {rounds} round(s) per point, {total} runs, "
           f"cores {env.cpu_ranges(cpus)}; logs in {out_dir}", flush=True)
     points = []
     for value in values:
-        runs, point = {}, Point(value=value)
-        for round_no in range(1, rounds + 1):
-            for variant in runner.alternating(recipes.VARIANTS, round_no):
-                done += 1
-                print(runner.progress(done, total, started, f"{spec['knob']} {value}: {variant} round {round_no}"),
-                      end=" ", flush=True)
-                outcome = runner.launch(["-m", f"recipes.{recipe}.{pair}_{variant}"],
-                                        flags + [spec["flag"], str(value)]
-                                        + (["--probe-steps", "0"] if round_no > 1 else []),  # parity: round 1
-                                        out_dir / f"{pair}_{variant}_{value}_r{round_no}.json", cpus=cpus,
-                                        rerun=f"make sweep-{recipe}")
-                print(outcome.describe(), flush=True)
-                if outcome.kind == "failed":
-                    point.failed.append(f"{variant} round {round_no}: exit {outcome.returncode} ({outcome.log})")
-                else:
-                    runs.setdefault(variant, []).append(outcome.result)
+        point = Point(value=value)
+
+        def run_one(variant, round_no, value=value):
+            return runner.launch(["-m", f"recipes.{recipe}.{pair}_{variant}"],
+                                 flags + [spec["flag"], str(value)]
+                                 + (["--probe-steps", "0"] if round_no > 1 else []),  # parity: round 1
+                                 out_dir / f"{pair}_{variant}_{value}_r{round_no}.json", cpus=cpus,
+                                 rerun=f"make sweep-{recipe}")
+
+        done = runner.rounds(recipes.VARIANTS, run_one, rounds, counter, value,
+                             lambda v, n, value=value: f"{spec['knob']} {value}: {v} round {n}")
+        runs = done.runs
+        point.failed = [f"{v} round {n}: exit {o.returncode} ({o.log})" for v, n, o in done.failures]
         point.slow = aggregate(runs["slow"]) if "slow" in runs else None
         point.fast = aggregate(runs["fast"]) if "fast" in runs else None
         if point.slow and point.fast and point.slow.status == point.fast.status == "ok":

@@ -200,3 +200,27 @@ def test_a_relative_reports_folder_is_taken_from_where_the_runner_starts(tmp_pat
     p = argparse.ArgumentParser()
     runner.add_flags(p)
     assert p.parse_args(["--reports-dir", "out"]).reports_dir == str(tmp_path / "out")
+
+
+def test_the_rounds_engine_alternates_stops_when_told_and_keeps_failures(capsys, monkeypatch):
+    from common.results import RunResult
+
+    order = []
+
+    def run_one(item, round_no):
+        order.append((item, round_no))
+        if (item, round_no) == ("b", 2):
+            return runner.Outcome("failed", None, 0.1, runner.Path("x.log"), 1, ["boom"])
+        r = RunResult.__new__(RunResult)
+        r.status = "ok"
+        return runner.Outcome("ok", r, 0.1, runner.Path("x.log"), 0, [])
+
+    monkeypatch.setattr(runner.Outcome, "describe", lambda self: self.kind)  # no timing to describe here
+    counter = runner.Counter({"w": (2, 10)})
+    done = runner.rounds(["a", "b"], run_one, 5, counter, "w", lambda i, n: f"{i} {n}",
+                         stop=lambda n, d: "a failure" if d.failures else None)
+    assert order == [("a", 1), ("b", 1), ("b", 2), ("a", 2)]  # round 2 runs backwards
+    assert [(i, n) for i, n, _ in done.failures] == [("b", 2)] and done.stopped == "a failure"
+    assert len(done.runs["a"]) == 2 and len(done.runs["b"]) == 1
+    assert counter.totals() == (4, 4, 4)  # settled: no more runs promised
+    assert "[4/4" in capsys.readouterr().out
