@@ -17,7 +17,7 @@ HOST ?= 127.0.0.1
 PORT ?= 6006
 RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
 
-.PHONY: help setup lock recipes index baselines ladder all test tensorboard clean
+.PHONY: help setup lock gpu-check recipes index baselines ladder all test tensorboard clean
 
 help: ## list the targets
 	@echo "Quick start: make recipe-amp (the main job), make test (the CPU test suite)."
@@ -66,6 +66,9 @@ all: $(SETUP) ## baselines, every recipe, both ladders, then reports/README.md (
 	for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.compare $$r $(ARGS) || status=1; done; \
 	$(PY) -m common.ladder $(ARGS) || status=1; \
 	$(PY) -m common.index; exit $$status
+
+gpu-check: $(SETUP) ## on a GPU first: the GPU tests, every recipe, sweep, ladder and diagnosis once, small, one line each
+	$(PY) -m common.gpucheck $(ARGS)
 
 index: $(SETUP) ## re-render reports/README.md and overview.png from the saved results
 	$(PY) -m common.index

@@ -1,0 +1,140 @@
+"""`make gpu-check`: everything once, at small sizes, in one call: the first thing to run on a GPU.
+
+    python -m common.gpucheck [--budget SECONDS] [--jobs N] [--only TARGET,...] [--smoke] [--list]
+
+Runs the GPU-relevant tests, every recipe, every sweep (both ends of its range), the ladders, both
+diagnoses and (inside the checkpointing recipe) the memory-budget search, each once with few steps,
+a few targets at a time (`--jobs`: about 110 processes start, each paying torch's import and CUDA's
+start-up, so one at a time would not fit a 10-minute call; timings here mean nothing, they are not
+the point), and prints one line per target as it ends: ok, or what failed with the last line it
+printed and its log. Reports go to reports/results/gpu-check/ (not tracked),
+never over the committed reports. Without CUDA it runs only with --smoke (the CPU sizes, for tests).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from common import recipes
+from common.cli import OneLineParser, positive_int
+from common.env import REPO_ROOT
+from common.errors import CookbookError, exit_with
+
+# the tests whose code paths differ on a GPU: CUDA-only tests, the GPU paths, the GPU trace readers
+GPU_TESTS = ("tests/test_cuda_graphs_recipe.py", "tests/test_gpu_paths.py", "tests/test_hta.py", "tests/test_env.py")
+FEW_STEPS = ["--steps", "20", "--warmup", "3", "--min-time", "0"]  # small sizes on a GPU: seconds a run
+
+
+@dataclass
+class Target:
+    name: str
+    cmd: list[str]
+
+
+def targets(smoke: bool, out: Path) -> list[Target]:
+    """What `make gpu-check` runs, in order: the cheap and the basic first."""
+    size = ["--smoke"] if smoke else []
+    tail = [] if smoke else ["--", *FEW_STEPS]
+    common = ["--rounds", "1", "--reports-dir", str(out), *size]
+    found = [Target("tests", ["-m", "pytest", "-q", "-x", *GPU_TESTS])]
+    found += [Target(f"recipe-{r}", ["-m", "common.compare", r, *common, *tail]) for r in recipes.available()]
+    for r in recipes.available():
+        spec = getattr(recipes.settings(r), "SWEEP", None)
+        if spec:
+            values = spec["values"]["smoke" if smoke else "cuda"]
+            points = ",".join(str(v) for v in dict.fromkeys([values[0], values[-1]]))  # both ends of the range
+            found.append(Target(f"sweep-{r}", ["-m", "common.sweep", r, "--values", points, *common, *tail]))
+    found.append(Target("ladder", ["-m", "common.ladder", *common, *tail]))
+    found += [Target(f"diagnose-{w}", ["-m", "common.diagnose", w, "--reports-dir", str(out), *size, *tail])
+              for w in ("churn", "resnet18")]
+    return found
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no output)"
+
+
+def run(target: Target, log: Path, timeout: float) -> tuple[bool, str]:
+    """(ok, what to say) for one target, its output in `log`."""
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, *target.cmd], cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        out, code = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+        code = None
+    log.write_text(out)
+    took = time.perf_counter() - t0
+    if code == 0:
+        return True, f"ok      {target.name:<26} {took:6.1f} s"
+    why = f"timed out after {timeout:.0f} s" if code is None else f"exit {code}"
+    return False, f"FAILED  {target.name:<26} {took:6.1f} s  {why}: {last_line(out)} (log: {log})"
+
+
+def parse_args(argv):
+    p = OneLineParser(prog="python -m common.gpucheck", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--budget", type=positive_int, default=480, metavar="SECONDS",
+                   help="the whole check's time (default 480: one 10-minute call on a lent GPU, with room)")
+    p.add_argument("--jobs", type=positive_int, default=4, help="targets at a time (default 4)")
+    p.add_argument("--only", help="comma-separated target names (see --list)")
+    p.add_argument("--smoke", action="store_true", help="CPU sizes: how the tests check this without a GPU")
+    p.add_argument("--list", action="store_true", help="print the targets and exit")
+    p.add_argument("--out", default=str(REPO_ROOT / "reports" / "results" / "gpu-check"), metavar="DIR",
+                   type=lambda d: str(Path(d).absolute()), help="reports and logs (default reports/results/gpu-check)")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    out = Path(args.out)
+    try:
+        import torch
+
+        if not args.smoke and not torch.cuda.is_available():
+            raise CookbookError("no CUDA device here: make gpu-check is for a GPU machine "
+                                "(ARGS='--smoke' runs the same targets at CPU sizes)")
+        chosen = targets(args.smoke, out)
+        if args.only:
+            wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+            unknown = sorted(set(wanted) - {t.name for t in chosen})
+            if unknown:
+                raise CookbookError(f"--only: no target {', '.join(unknown)}; see --list")
+            chosen = [t for t in chosen if t.name in wanted]
+    except CookbookError as e:
+        exit_with(e, "common.gpucheck")
+    if args.list:
+        print("\n".join(t.name for t in chosen))
+        return 0
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    deadline = time.perf_counter() + args.budget
+    print(f"gpu-check: {len(chosen)} targets, {args.jobs} at a time, within {args.budget} s; reports and logs in "
+          f"{out}", flush=True)
+
+    def one(target: Target) -> tuple[bool, str]:
+        left = deadline - time.perf_counter()  # a hang ends with the budget, not after it
+        if left < 5:
+            return False, f"NOT RUN {target.name}: the {args.budget} s budget is spent"
+        return run(target, out / "logs" / f"{target.name}.log", left)
+
+    failed = []
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = {pool.submit(one, t): t for t in chosen}
+        for future in as_completed(futures):
+            ok, line = future.result()
+            print(line, flush=True)
+            if not ok:
+                failed.append(futures[future].name)
+    print(f"gpu-check: {len(chosen) - len(failed)} of {len(chosen)} ok" + (f"; failed: {', '.join(sorted(failed))}"
+                                                                          if failed else ""), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""`make gpu-check`: every target once, one line each, on a CPU at smoke sizes."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from common import gpucheck, recipes
+
+from conftest import REPO
+
+
+def test_the_check_covers_every_recipe_sweep_ladder_and_diagnosis(tmp_path):
+    names = [t.name for t in gpucheck.targets(smoke=False, out=tmp_path)]
+    sweeps = [r for r in recipes.available() if getattr(recipes.settings(r), "SWEEP", None)]
+    assert names == ["tests", *[f"recipe-{r}" for r in recipes.available()], *[f"sweep-{r}" for r in sweeps],
+                     "ladder", "diagnose-churn", "diagnose-resnet18"]
+    for t in gpucheck.targets(smoke=False, out=tmp_path)[1:]:
+        assert str(tmp_path) in t.cmd  # never over the committed reports
+        assert "--smoke" not in t.cmd and "20" in t.cmd  # a GPU's few steps
+    assert all("--smoke" in t.cmd for t in gpucheck.targets(smoke=True, out=tmp_path)[1:])
+
+
+def _check(tmp_path, *flags, env=None):
+    return subprocess.run([sys.executable, "-m", "common.gpucheck", "--out", str(tmp_path), *flags], cwd=REPO,
+                          capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+
+
+def test_without_cuda_it_says_to_use_a_gpu_or_smoke(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    proc = _check(tmp_path)
+    assert proc.returncode == 2 and "no CUDA device here" in proc.stderr and proc.stderr.count("\n") == 1
+    assert not any(tmp_path.iterdir())
+
+
+def test_one_line_per_target_ok_or_failed_with_its_log(tmp_path):
+    proc = _check(tmp_path, "--smoke", "--only", "recipe-folded_ops,recipe-set_to_none", "--jobs", "2",
+                  env={"COOKBOOK_FAULT": "crash:slow:resnet18"})  # set_to_none has a resnet18 pair; folded_ops not
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert any(line.startswith("ok      recipe-folded_ops") for line in lines)
+    failed = next(line for line in lines if line.startswith("FAILED  recipe-set_to_none"))
+    assert "exit 1" in failed and "(log: " in failed and (tmp_path / "logs" / "recipe-set_to_none.log").exists()
+    assert lines[-1] == "gpu-check: 1 of 2 ok; failed: recipe-set_to_none"
