@@ -17,7 +17,7 @@ HOST ?= 127.0.0.1
 PORT ?= 6006
 RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
 
-.PHONY: help setup lock gpu-check recipes index baselines ladder all test tensorboard clean
+.PHONY: help setup lock gpu-check refresh recipes index baselines ladder all test tensorboard clean
 
 help: ## list the targets
 	@echo "Quick start: make recipe-amp (the main job), make test (the CPU test suite)."
@@ -69,6 +69,10 @@ all: $(SETUP) ## baselines, every recipe, both ladders, then reports/README.md (
 
 gpu-check: $(SETUP) ## on a GPU first: the GPU tests, every recipe, sweep, ladder and diagnosis once, small, one line each
 	$(PY) -m common.gpucheck $(ARGS)
+
+BUDGET ?= 540
+refresh: $(SETUP) ## on a GPU: the targets whose committed report is missing or oldest, within BUDGET seconds (540)
+	$(PY) -m common.refresh --budget $(BUDGET) $(ARGS)
 
 index: $(SETUP) ## re-render reports/README.md and overview.png from the saved results
 	$(PY) -m common.index
