@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import env, metrics, plotting, recipes
+from common import env, goals, metrics, plotting, recipes
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
 from common.report import verdict
@@ -36,6 +36,7 @@ class Row:
     memory: str = ""
     mechanism: str = ""
     parity: str = ""
+    goal: str = ""  # the H100 goal and whether it was met (common/goals.py)
 
     @property
     def cpu(self) -> bool:
@@ -70,6 +71,8 @@ def rows(comparisons: dict) -> list[Row]:
             v = entry.slow or entry.fast
             row = Row(recipe=recipe, workload=workload, device=device_name(v.env if v else None),
                       date=v.env.date[:10] if v else "?", smoke=c.smoke)
+            goal = goals.goal_of(recipe, workload)
+            row.goal = f"{goals.describe(goal)}: {goals.judge(goal, entry)}" if goal else ""
             ooms = [name for name in ("slow", "fast") if getattr(entry, name) and getattr(entry, name).status == "oom"]
             if ooms:
                 row.result = " and ".join(ooms) + " ran out of memory"
@@ -175,12 +178,12 @@ def render(reports_dir: Path) -> list[Path]:
     if not table:
         lines += ["No recipe has been run here yet: `make recipes` (or `make recipe-<name>`) fills this page.", ""]
     else:
-        lines += ["| recipe | workload | speedup | memory | mechanism (slow -> fast) | parity | device | date |",
-                  "|---|---|---:|---:|---|---|---|---|"]
+        lines += ["| recipe | workload | speedup | memory | mechanism (slow -> fast) | parity | goal (H100) | device | "
+                  "date |", "|---|---|---:|---:|---|---|---|---|---|"]
         for r in table:
             device = r.device + (", smoke" if r.smoke else "")
             lines.append(f"| [{r.recipe}]({r.recipe}.md) | {r.workload} | {r.result} | {r.memory} | "
-                         f"{r.mechanism} | {r.parity} | {device} | {r.date} |")
+                         f"{r.mechanism} | {r.parity} | {r.goal} | {device} | {r.date} |")
         lines.append("")
         if any(r.speedup for r in table):
             lines += ["![speedup of every recipe](overview.png)", ""]

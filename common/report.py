@@ -7,7 +7,7 @@ Every number comes from the result files of a run, through common.metrics; nothi
 import sys
 from pathlib import Path
 
-from common import diffview, env, memory, metrics, plotting, stats
+from common import diffview, env, goals, memory, metrics, plotting, stats
 from common.aggregate import parity_failure
 from common.errors import CookbookError, exit_with
 from common.results import (
@@ -296,6 +296,8 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     cpu = slow.env.device_type != "cuda"
     size = f", {cfg.image_size} px crops" if cfg.image_size else ""
     out += _host_bound(recipe, entry)
+    goal = goals.line(recipe, workload, entry)
+    out += [f"- {goal}"] if goal else []
     out += [f"- {_headline(entry)}", f"- Memory: {fast.memory.peak_mb:.0f} MB vs {slow.memory.peak_mb:.0f} MB "
             f"({(fast.memory.peak_mb / slow.memory.peak_mb - 1) * 100:+.1f}%)" if slow.memory.peak_mb
             else "- Memory: n/a"]

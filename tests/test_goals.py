@@ -1,0 +1,68 @@
+"""The goals of this version on an H100: declared per pair, judged from the interval, shown in the
+report and on the overview page."""
+import pytest
+
+from common import aggregate, goals, recipes, report, stats
+from common.results import Comparison, WorkloadComparison
+
+from tests_helpers import run_result
+
+KEYS = {"min_speedup", "max_slowdown", "lower_memory", "max_memory_share"}
+
+
+def _entry(slow_ms, fast_ms, device="cuda", fast_mb=50.0) -> WorkloadComparison:
+    slow = [run_result(median=m, device=device) for m in slow_ms]
+    fast = [run_result(median=m, device=device, variant="fast") for m in fast_ms]
+    for r in fast:
+        r.memory.peak_mb = fast_mb  # the slow twin's is 100 MB
+    entry = WorkloadComparison(slow=aggregate.aggregate(slow), fast=aggregate.aggregate(fast))
+    entry.speedup = stats.speedup(entry.slow.process_medians_ms, entry.fast.process_medians_ms)
+    return entry
+
+
+def test_every_goal_names_a_real_pair_and_known_keys():
+    declared = {r: getattr(recipes.settings(r), "GOALS", {}) for r in recipes.available()}
+    assert declared["amp"] and declared["checkpointing"] and declared["cuda_graphs"]
+    for recipe, by_pair in declared.items():
+        for pair, goal in by_pair.items():
+            assert pair in recipes.workloads(recipe) and goal and set(goal) <= KEYS, (recipe, pair)
+
+
+def test_goals_read_as_the_issue_set_them():
+    assert goals.describe(goals.goal_of("amp", "resnet18")) == ">= 1.4x with lower peak memory"
+    assert goals.describe(goals.goal_of("checkpointing", "resnet18")) == \
+        "at most 1.35x slower with peak memory <= 60% of the slow twin's"
+    assert goals.goal_of("amp", "churn") == {}
+
+
+@pytest.mark.parametrize("slow, fast, said", [
+    ([15.0, 15.2, 14.9], [10.0, 10.1, 9.9], "met"),  # 1.5x, tight: the whole interval clears 1.4x
+    ([11.0, 11.1, 10.9], [10.0, 10.1, 9.9], "missed"),  # 1.1x, tight: the whole interval falls short
+    ([14.0, 9.0, 20.0], [10.0, 10.1, 9.9], "undecided"),  # wide: it straddles 1.4x
+])
+def test_a_speedup_goal_is_met_only_when_its_whole_interval_clears_it(slow, fast, said):
+    assert goals.judge({"min_speedup": 1.4}, _entry(slow, fast)) == said
+
+
+def test_memory_goals_and_a_cpu_run():
+    faster = _entry([15.0, 15.2, 14.9], [10.0, 10.1, 9.9], fast_mb=120.0)
+    assert goals.judge({"min_speedup": 1.4, "lower_memory": True}, faster) == "missed"
+    slower = _entry([10.0, 10.1, 9.9], [12.0, 12.1, 11.9], fast_mb=55.0)  # 1.2x slower, 55% of the memory
+    assert goals.judge({"max_slowdown": 1.35, "max_memory_share": 0.60}, slower) == "met"
+    assert goals.judge({"max_slowdown": 1.35, "max_memory_share": 0.50}, slower) == "missed"
+    cpu = _entry([15.0, 15.2, 14.9], [10.0, 10.1, 9.9], device="cpu")
+    assert goals.judge({"min_speedup": 1.4}, cpu) == "not judged (a CPU run)"
+
+
+def test_the_report_and_the_overview_show_the_goal(tmp_path):
+    entry = _entry([15.0, 15.2, 14.9], [10.0, 10.1, 9.9])
+    run = run_result()
+    entry.parity = aggregate.parity(run, run, {"early_steps": 5, "early_rtol": 0.01, "window": 10, "rtol": 0.05})
+    c = Comparison(recipe="amp", title="AMP", evidence_keys=["peak_mb"], smoke=False, device="cuda", command="x",
+                   results_dir="r", workloads={"resnet18": entry}, failures=[])
+    md = report.render_markdown(c, tmp_path)
+    assert "- Goal on an H100: >= 1.4x with lower peak memory: **met**" in md
+    from common import index
+
+    row = index.rows({"amp": c})[0]
+    assert row.goal == ">= 1.4x with lower peak memory: met"
