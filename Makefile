@@ -15,6 +15,8 @@ endif
 ARGS ?=
 HOST ?= 127.0.0.1
 PORT ?= 6006
+# a long target ends with the time its user waited for it: "make recipe-amp: 2 min 41 s"
+TIMED = start=$$(date +%s); trap 'rc=$$?; t=$$(( $$(date +%s) - start )); echo "make $@: $$((t / 60)) min $$((t % 60)) s"; exit $$rc' EXIT;
 RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
 
 .PHONY: help setup lock gpu-check refresh recipes index baselines ladder all test tensorboard clean
@@ -42,37 +44,37 @@ lock: ## re-resolve requirements.txt (+ constraints.txt) into requirements.lock 
 		--python-version 3.10 --output-file requirements.lock
 
 recipe-%: $(SETUP) ## run a recipe's slow/fast pairs -> reports/<recipe>.md (e.g. make recipe-amp)
-	$(PY) -m common.compare $* $(ARGS)
+	@$(TIMED) $(PY) -m common.compare $* $(ARGS)
 
 recipes: $(SETUP) ## run every recipe (a failure does not stop the others) -> reports/README.md
-	@status=0; for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.compare $$r $(ARGS) || status=1; done; \
+	@$(TIMED) status=0; for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.compare $$r $(ARGS) || status=1; done; \
 	$(PY) -m common.index; exit $$status
 
 sweep-%: $(SETUP) ## the regime map: a recipe's pair across batch size (or workers) -> reports/sweep_<recipe>.md
-	$(PY) -m common.sweep $* $(ARGS)
+	@$(TIMED) $(PY) -m common.sweep $* $(ARGS)
 
 diagnose-%: $(SETUP) ## the four-phase diagnosis of a baseline -> reports/baseline_<workload>.md (churn, resnet18)
-	$(PY) -m common.diagnose $* $(ARGS)
+	@$(TIMED) $(PY) -m common.diagnose $* $(ARGS)
 
 baselines: $(SETUP) ## diagnose both naive baselines (make diagnose-churn, make diagnose-resnet18)
-	@status=0; for w in churn resnet18; do $(PY) -m common.diagnose $$w $(ARGS) || status=1; done; exit $$status
+	@$(TIMED) status=0; for w in churn resnet18; do $(PY) -m common.diagnose $$w $(ARGS) || status=1; done; exit $$status
 
 ladder: $(SETUP) ## climb both ladders, naive -> every technique -> reports/ladder_<workload>.md
-	$(PY) -m common.ladder $(ARGS)
+	@$(TIMED) $(PY) -m common.ladder $(ARGS)
 
 all: $(SETUP) ## baselines, every recipe, both ladders, then reports/README.md (failures do not stop the rest)
-	@status=0; \
+	@$(TIMED) status=0; \
 	for w in churn resnet18; do $(PY) -m common.diagnose $$w $(ARGS) || status=1; done; \
 	for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.compare $$r $(ARGS) || status=1; done; \
 	$(PY) -m common.ladder $(ARGS) || status=1; \
 	$(PY) -m common.index; exit $$status
 
 gpu-check: $(SETUP) ## on a GPU first: the GPU tests, every recipe, sweep, ladder and diagnosis once, small, one line each
-	$(PY) -m common.gpucheck $(ARGS)
+	@$(TIMED) $(PY) -m common.gpucheck $(ARGS)
 
 BUDGET ?= 540
 refresh: $(SETUP) ## on a GPU: the targets whose committed report is missing or oldest, within BUDGET seconds (540)
-	$(PY) -m common.refresh --budget $(BUDGET) $(ARGS)
+	@$(TIMED) $(PY) -m common.refresh --budget $(BUDGET) $(ARGS)
 
 index: $(SETUP) ## re-render reports/README.md and overview.png from the saved results
 	$(PY) -m common.index
