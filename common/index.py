@@ -12,7 +12,7 @@ from common import env, goals, metrics, plotting, recipes
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
 from common.report import verdict
-from common.results import Comparison, LadderSummary, atomic_write_bytes, atomic_write_text, read_result
+from common.results import Comparison, LadderSummary, SweepResult, atomic_write_bytes, atomic_write_text, read_result
 
 HEADER = """# Reports
 
@@ -162,8 +162,6 @@ def _sweeps(reports_dir: Path) -> list[str]:
         path = reports_dir / "results" / "sweep" / recipe / "sweep.json"
         if (reports_dir / f"sweep_{recipe}.md").exists() and path.exists():
             try:
-                from common.sweep import SweepResult
-
                 regime = read_result(path, SweepResult, f"make sweep-{recipe}").crossover
             except (CookbookError, TypeError, KeyError):
                 regime = f"unreadable results: re-run make sweep-{recipe}"

@@ -397,3 +397,31 @@ class LadderSummary(Record):
     rungs: list[Rung]
     failures: list[Failure]
     rounds: dict = field(default_factory=dict)
+
+
+# --- a sweep ----------------------------------------------------------------------------------
+@dataclass
+class Point(Record):
+    """One point of a sweep: the pair at one value of the knob."""
+    value: int
+    slow: VariantAggregate | None = None
+    fast: VariantAggregate | None = None
+    speedup: Speedup | None = None
+    parity_ok: bool | None = None
+    failed: list[str] = field(default_factory=list)
+    parity_failure: str = ""  # aggregate.parity_failure's words where parity failed
+
+
+@dataclass
+class SweepResult(Record):
+    """`make sweep-<recipe>`: the pair across the knob that decides whether its technique pays."""
+    recipe: str
+    title: str
+    pair: str
+    knob: str
+    flag: str
+    mode: str
+    rounds: int
+    command: str
+    points: list[Point]
+    crossover: str = ""

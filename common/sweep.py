@@ -12,40 +12,15 @@ knob, each --data path, the flags after --, the reports folder) is checked befor
 """
 import argparse
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from common import ceiling, env, plotting, recipes, runner, stats
+from common import ceiling, env, index, plotting, recipes, runner, stats
 from common.aggregate import aggregate, parity, parity_failure
 from common.cli import OneLineParser, check_script_flags, check_value, split_passthrough
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
-from common.results import Record, Speedup, VariantAggregate, atomic_write_bytes, atomic_write_text, write_result
-
-
-@dataclass
-class Point(Record):
-    value: int
-    slow: VariantAggregate | None = None
-    fast: VariantAggregate | None = None
-    speedup: Speedup | None = None
-    parity_ok: bool | None = None
-    failed: list[str] = field(default_factory=list)
-    parity_failure: str = ""  # aggregate.parity_failure's words where parity failed
-
-
-@dataclass
-class SweepResult(Record):
-    recipe: str
-    title: str
-    pair: str
-    knob: str
-    flag: str
-    mode: str
-    rounds: int
-    command: str
-    points: list[Point]
-    crossover: str = ""
+from common.results import Point, SweepResult, atomic_write_bytes, atomic_write_text, write_result
 
 
 def parse_args(argv):
@@ -290,8 +265,6 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     result, reports_dir = run_sweep(argv)
     written = render(result, reports_dir)
-    from common import index
-
     written += index.render(reports_dir)
     print(f"regime: {result.crossover}\nreport: {', '.join(map(str, written))}", flush=True)
     wrong = failures(result)
