@@ -26,28 +26,35 @@ def _int_at_least(lowest: int):
     return parse
 
 
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
+def _number(ok, rule: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text}")
+        return value
 
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
+    return parse
 
 
 positive_int = _int_at_least(1)
 non_negative_int = _int_at_least(0)
+non_negative_float = _number(lambda v: v >= 0, "0 or more")
+positive_float = _number(lambda v: v > 0 and math.isfinite(v), "more than 0")
+
+
+def pick(flag: str, text: str | None, names: list[str], what: str = "name") -> list[str]:
+    """A comma-separated choice among `names` (all of them when none is given), checked: an unknown
+    one is a CookbookError that lists the valid ones."""
+    if not text:
+        return list(names)
+    wanted = list(dict.fromkeys(w.strip() for w in text.split(",") if w.strip()))
+    unknown = [w for w in wanted if w not in names]
+    if unknown or not wanted:
+        raise CookbookError(f"{flag}: no {what} {', '.join(unknown) or 'given'}; choose from {', '.join(names)}")
+    return wanted
 
 
 def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import recipes
-from common.cli import OneLineParser, positive_int
+from common.cli import OneLineParser, pick, positive_int
 from common.env import REPO_ROOT
 from common.errors import CookbookError, exit_with
 
@@ -42,12 +42,10 @@ def targets(smoke: bool, out: Path) -> list[Target]:
     common = ["--rounds", "1", "--reports-dir", str(out), *size]
     found = [Target("tests", ["-m", "pytest", "-q", "-x", *GPU_TESTS])]
     found += [Target(f"recipe-{r}", ["-m", "common.compare", r, *common, *tail]) for r in recipes.available()]
-    for r in recipes.available():
-        spec = getattr(recipes.settings(r), "SWEEP", None)
-        if spec:
-            values = spec["values"]["smoke" if smoke else "cuda"]
-            points = ",".join(str(v) for v in dict.fromkeys([values[0], values[-1]]))  # both ends of the range
-            found.append(Target(f"sweep-{r}", ["-m", "common.sweep", r, "--values", points, *common, *tail]))
+    for r in recipes.swept():
+        values = recipes.settings(r).SWEEP["values"]["smoke" if smoke else "cuda"]
+        points = ",".join(str(v) for v in dict.fromkeys([values[0], values[-1]]))  # both ends of the range
+        found.append(Target(f"sweep-{r}", ["-m", "common.sweep", r, "--values", points, *common, *tail]))
     found.append(Target("ladder", ["-m", "common.ladder", *common, *tail]))
     found += [Target(f"diagnose-{w}", ["-m", "common.diagnose", w, "--reports-dir", str(out), *size, *tail])
               for w in ("churn", "resnet18")]
@@ -101,12 +99,8 @@ def main(argv=None) -> int:
             raise CookbookError("no CUDA device here: make gpu-check is for a GPU machine "
                                 "(ARGS='--smoke' runs the same targets at CPU sizes)")
         chosen = targets(args.smoke, out)
-        if args.only:
-            wanted = [w.strip() for w in args.only.split(",") if w.strip()]
-            unknown = sorted(set(wanted) - {t.name for t in chosen})
-            if unknown:
-                raise CookbookError(f"--only: no target {', '.join(unknown)}; see --list")
-            chosen = [t for t in chosen if t.name in wanted]
+        wanted = pick("--only", args.only, [t.name for t in chosen], "target")
+        chosen = [t for t in chosen if t.name in wanted]
     except CookbookError as e:
         exit_with(e, "common.gpucheck")
     if args.list:

@@ -101,18 +101,9 @@ def _figure(table):
 
     shown = [r for r in table if r.speedup][::-1]  # top to bottom in the table's order
     fig, ax = plt.subplots(figsize=(8, 0.4 * len(shown) + 2.2), layout="constrained")
-    ys = list(range(len(shown)))
     speedups = [r.speedup for r in shown]
-    plotting.speedup_axis(ax, [s.ratio for s in speedups], "x")
-    for y, s in zip(ys, speedups):
-        ax.barh([y], [s.ratio - 1], left=1, height=0.6, color=plotting.VERDICT_COLORS.get(s.verdict, "#a0a0a0"))
-    clipped = plotting.speedup_intervals(ax, ys, speedups, "x")
-    ax.set_ylim(-0.6, len(shown) - 0.4)
-    ax.set_yticks(ys, [f"{r.recipe} / {r.workload}" + (" (CPU)" if r.cpu else "") for r in shown])
-    right = ax.secondary_yaxis("right")
-    right.set_yticks(ys, [f"{s.ratio:.2f}x" + (f" ({s.low:.2f}-{s.high:.2f})" if s.low is not None else "")
-                          for s in speedups], fontsize=8)
-    right.tick_params(length=0, pad=10)
+    clipped = plotting.speedup_bars(ax, speedups, [f"{r.recipe} / {r.workload}" + (" (CPU)" if r.cpu else "")
+                                                   for r in shown])
     ax.set_xlabel("speedup of the fast twin, with its 95% interval over processes")
     fig.legend(handles=plotting.verdict_handles([s.verdict for s in speedups], clipped, "x"),
                loc="outside lower center", ncols=4, fontsize=8, frameon=False)

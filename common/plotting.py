@@ -105,6 +105,24 @@ def speedup_intervals(ax, positions, speedups, which="y", color="black") -> bool
     return clipped
 
 
+
+def speedup_bars(ax, speedups, labels) -> bool:
+    """Horizontal bars from 1x on a log axis, one per speedup (bottom to top), coloured by verdict,
+    each with its clipped interval and its number on the right. Returns whether any interval was
+    clipped (for the legend)."""
+    ys = list(range(len(speedups)))
+    speedup_axis(ax, [s.ratio for s in speedups], "x")
+    for y, s in zip(ys, speedups):
+        ax.barh([y], [s.ratio - 1], left=1, height=0.6, color=VERDICT_COLORS.get(s.verdict, "#a0a0a0"))
+    clipped = speedup_intervals(ax, ys, speedups, "x")
+    ax.set_ylim(-0.6, len(speedups) - 0.4)
+    ax.set_yticks(ys, labels)
+    right = ax.secondary_yaxis("right")
+    right.set_yticks(ys, [f"{s.ratio:.2f}x" + (f" ({s.low:.2f}-{s.high:.2f})" if s.low is not None else "")
+                          for s in speedups], fontsize=8)
+    right.tick_params(length=0, pad=10)
+    return clipped
+
 def verdict_handles(verdicts, clipped=False, which="y") -> list:
     """Legend entries: one per verdict colour shown, and the caret where an interval was clipped."""
     from matplotlib.lines import Line2D

@@ -26,6 +26,11 @@ def check(recipe: str) -> str:
     return recipe
 
 
+def swept() -> list[str]:
+    """The recipes with a regime map (SWEEP in their settings: `make sweep-<recipe>`)."""
+    return [r for r in available() if getattr(settings(r), "SWEEP", None)]
+
+
 def workloads(recipe: str) -> list[str]:
     """The recipe's pairs, workload by workload: churn, churn_serving, resnet18."""
     folder = RECIPES_DIR / recipe

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import recipes
-from common.cli import OneLineParser, positive_int
+from common.cli import OneLineParser, pick, positive_int
 from common.env import REPO_ROOT
 from common.errors import CookbookError, exit_with
 from common.results import atomic_write_bytes, atomic_write_text
@@ -43,8 +43,7 @@ class Target:
 
 def targets() -> list[Target]:
     found = [Target(f"recipe-{r}", "recipe", f"{r}.md", ["-m", "common.compare", r]) for r in recipes.available()]
-    found += [Target(f"sweep-{r}", "sweep", f"sweep_{r}.md", ["-m", "common.sweep", r])
-              for r in recipes.available() if getattr(recipes.settings(r), "SWEEP", None)]
+    found += [Target(f"sweep-{r}", "sweep", f"sweep_{r}.md", ["-m", "common.sweep", r]) for r in recipes.swept()]
     found += [Target(f"ladder-{w}", "ladder", f"ladder_{w}.md", ["-m", "common.ladder", w])
               for w in ("churn", "resnet18")]
     found += [Target(f"diagnose-{w}", "diagnose", f"baseline_{w}.md", ["-m", "common.diagnose", w])
@@ -101,13 +100,8 @@ def main(argv=None) -> int:
     history_path = REPORTS / "results" / "refresh.json"
     try:
         chosen = targets()
-        if args.only:
-            wanted = [w.strip() for w in args.only.split(",") if w.strip()]
-            unknown = sorted(set(wanted) - {t.name for t in chosen})
-            if unknown:
-                raise CookbookError(f"--only: no target {', '.join(unknown)}; choose from "
-                                    f"{', '.join(t.name for t in chosen)}")
-            chosen = [t for t in chosen if t.name in wanted]
+        wanted = pick("--only", args.only, [t.name for t in chosen], "target")
+        chosen = [t for t in chosen if t.name in wanted]
         if args.tar and not Path(args.tar).absolute().parent.is_dir():
             raise CookbookError(f"--tar {args.tar}: no such folder")
         if not args.dry_run:

@@ -112,17 +112,7 @@ def _figure(comparison: Comparison):
     grid = fig.add_gridspec(3, cols, height_ratios=[strip, 3.4, 2.8])
     top = fig.add_subplot(grid[0, :])
     speedups = [comparison.workloads[w].speedup for w in names][::-1]
-    ys = list(range(len(names)))
-    plotting.speedup_axis(top, [s.ratio for s in speedups], "x")
-    for y, s in zip(ys, speedups):
-        top.barh([y], [s.ratio - 1], left=1, height=0.6, color=plotting.VERDICT_COLORS.get(s.verdict, "#a0a0a0"))
-    plotting.speedup_intervals(top, ys, speedups, "x")
-    top.set_ylim(-0.6, len(names) - 0.4)
-    top.set_yticks(ys, names[::-1])
-    right = top.secondary_yaxis("right")
-    right.set_yticks(ys, [f"{s.ratio:.2f}x" + (f" ({s.low:.2f}-{s.high:.2f})" if s.low is not None else "")
-                          for s in speedups], fontsize=8)
-    right.tick_params(length=0, pad=10)
+    plotting.speedup_bars(top, speedups, names[::-1])
     top.set_title("speedup of the fast twin, with its 95% interval over processes", fontsize=9)
     for i, w in enumerate(names):
         e = comparison.workloads[w]

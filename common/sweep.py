@@ -38,7 +38,7 @@ def parse_args(argv):
 def spec_of(recipe: str) -> dict:
     spec = getattr(recipes.settings(recipe), "SWEEP", None)
     if spec is None:
-        have = [r for r in recipes.available() if getattr(recipes.settings(r), "SWEEP", None)]
+        have = recipes.swept()
         raise CookbookError(f"recipe {recipe!r} has no sweep; these do: {', '.join(have)}")
     return spec
 

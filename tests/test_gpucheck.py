@@ -12,7 +12,7 @@ from conftest import REPO
 
 def test_the_check_covers_every_recipe_sweep_ladder_and_diagnosis(tmp_path):
     names = [t.name for t in gpucheck.targets(smoke=False, out=tmp_path)]
-    sweeps = [r for r in recipes.available() if getattr(recipes.settings(r), "SWEEP", None)]
+    sweeps = recipes.swept()
     assert names == ["tests", *[f"recipe-{r}" for r in recipes.available()], *[f"sweep-{r}" for r in sweeps],
                      "ladder", "diagnose-churn", "diagnose-resnet18"]
     for t in gpucheck.targets(smoke=False, out=tmp_path)[1:]:
