@@ -44,52 +44,52 @@ lock: ## re-resolve requirements.txt (+ constraints.txt) into requirements.lock 
 		--python-version 3.10 --output-file requirements.lock
 
 recipe-%: $(SETUP) ## run a recipe's slow/fast pairs -> reports/<recipe>.md (e.g. make recipe-amp)
-	@$(TIMED) $(PY) -m common.compare $* $(ARGS)
+	@$(TIMED) $(PY) -m common.runners.compare $* $(ARGS)
 
 recipes: $(SETUP) ## run every recipe (a failure does not stop the others) -> reports/README.md
-	@$(TIMED) status=0; for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.compare $$r $(ARGS) || status=1; done; \
-	$(PY) -m common.index; exit $$status
+	@$(TIMED) status=0; for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.runners.compare $$r $(ARGS) || status=1; done; \
+	$(PY) -m common.render.index; exit $$status
 
 sweep-%: $(SETUP) ## the regime map: a recipe's pair across batch size (or workers) -> reports/sweep_<recipe>.md
-	@$(TIMED) $(PY) -m common.sweep $* $(ARGS)
+	@$(TIMED) $(PY) -m common.runners.sweep $* $(ARGS)
 
 diagnose-%: $(SETUP) ## the four-phase diagnosis of a baseline -> reports/baseline_<workload>.md (churn, resnet18)
-	@$(TIMED) $(PY) -m common.diagnose $* $(ARGS)
+	@$(TIMED) $(PY) -m common.runners.diagnose $* $(ARGS)
 
 baselines: $(SETUP) ## diagnose both naive baselines (make diagnose-churn, make diagnose-resnet18)
-	@$(TIMED) status=0; for w in churn resnet18; do $(PY) -m common.diagnose $$w $(ARGS) || status=1; done; exit $$status
+	@$(TIMED) status=0; for w in churn resnet18; do $(PY) -m common.runners.diagnose $$w $(ARGS) || status=1; done; exit $$status
 
 ladder: $(SETUP) ## climb both ladders, naive -> every technique -> reports/ladder_<workload>.md
-	@$(TIMED) $(PY) -m common.ladder $(ARGS)
+	@$(TIMED) $(PY) -m common.runners.climb $(ARGS)
 
 all: $(SETUP) ## baselines, every recipe, both ladders, then reports/README.md (failures do not stop the rest)
 	@$(TIMED) status=0; \
-	for w in churn resnet18; do $(PY) -m common.diagnose $$w $(ARGS) || status=1; done; \
-	for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.compare $$r $(ARGS) || status=1; done; \
-	$(PY) -m common.ladder $(ARGS) || status=1; \
-	$(PY) -m common.index; exit $$status
+	for w in churn resnet18; do $(PY) -m common.runners.diagnose $$w $(ARGS) || status=1; done; \
+	for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.runners.compare $$r $(ARGS) || status=1; done; \
+	$(PY) -m common.runners.climb $(ARGS) || status=1; \
+	$(PY) -m common.render.index; exit $$status
 
 gpu-check: $(SETUP) ## on a GPU first: the GPU tests, every recipe, sweep, ladder and diagnosis once, small, one line each
-	@$(TIMED) $(PY) -m common.gpucheck $(ARGS)
+	@$(TIMED) $(PY) -m common.runners.gpucheck $(ARGS)
 
 BUDGET ?= 540
 refresh: $(SETUP) ## on a GPU: the targets whose committed report is missing or oldest, within BUDGET seconds (540)
-	@$(TIMED) $(PY) -m common.refresh --budget $(BUDGET) $(ARGS)
+	@$(TIMED) $(PY) -m common.runners.refresh --budget $(BUDGET) $(ARGS)
 
 index: $(SETUP) ## re-render reports/README.md and overview.png from the saved results
-	$(PY) -m common.index
+	$(PY) -m common.render.index
 
 diff-%: $(SETUP) ## print each slow/fast pair of a recipe side by side (e.g. make diff-amp)
-	@$(PY) -m common.diffview $*
+	@$(PY) -m common.render.diffs $*
 
 report-%: $(SETUP) ## re-render reports/<recipe>.md from the saved results
-	$(PY) -m common.report $*
+	$(PY) -m common.render.report $*
 
 nsys-%: $(SETUP) ## run a recipe's pairs under Nsight Systems with NVTX ranges (needs nsys)
-	$(PY) -m common.nsys $* $(ARGS)
+	$(PY) -m common.runners.nsys $* $(ARGS)
 
 tensorboard: $(SETUP) ## serve reports/traces on http://127.0.0.1:6006 (HOST=, PORT= to change)
-	$(PY) -m common.traceview --host $(HOST) --port $(PORT)
+	$(PY) -m common.render.tensorboard --host $(HOST) --port $(PORT)
 
 test: $(SETUP) ## lint (ruff), then the CPU test suite, as CI runs it
 	$(PY) -m ruff check .

@@ -3,8 +3,8 @@ classic host-side DataLoader inputs that the dataloader recipe starts from."""
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from common import cifar10, telco
-from common.device_batches import CropFlipNormalize, DeviceBatches
+from common.workloads import cifar10, telco
+from common.workloads.device_batches import CropFlipNormalize, DeviceBatches
 
 
 def churn_train(run):
@@ -91,7 +91,7 @@ def cifar10_train_dataset(run):
     seeded per sample and epoch (SeededAugmentation)."""
     from torchvision import transforms
 
-    from common.device_batches import IMAGENET_MEAN, IMAGENET_STD
+    from common.workloads.device_batches import IMAGENET_MEAN, IMAGENET_STD
 
     augment = transforms.Compose([transforms.RandomResizedCrop(run.image_size), transforms.RandomHorizontalFlip(),
                                   transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])

@@ -25,13 +25,15 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from common import cli, cpu_time, env, faults, hta, memory, presets, recipes, stats
+from common import catalog, cli, env, presets
+from common.analysis import stats
+from common.analysis.results import Config, Evidence, Oom, PhaseEvidence, RunResult, Timing, write_result
 from common.errors import EXIT_OOM, CookbookError
-from common.gpu_monitor import GpuMonitor
-from common.nvtx_ranges import Ranges
-from common.profiling import mark_rank, memory_artifacts, op_views, profiler, trace_evidence
-from common.results import Config, Evidence, Oom, PhaseEvidence, RunResult, Timing, write_result
-from common.timing import DataTimer, PhaseTimer, StepTimer, synchronize
+from common.measure import cpu_time, faults, hta, memory, stamp
+from common.measure.gpu_monitor import GpuMonitor
+from common.measure.nvtx import Ranges
+from common.measure.profiling import mark_rank, memory_artifacts, op_views, profiler, trace_evidence
+from common.measure.timing import DataTimer, PhaseTimer, StepTimer, synchronize
 
 PHASES = ("data", "copy", "forward", "backward", "optimizer")  # "copy": host-to-device, where a script has one
 
@@ -122,8 +124,8 @@ def start(script_file: str, doc: str | None = None, argv: list[str] | None = Non
     path = Path(script_file).resolve()
     stack = contextlib.ExitStack()
     hooks = stack.enter_context(process_hooks(path.name))
-    recipe, pair, workload, variant = recipes.identify(script_file)
-    overrides = getattr(recipes.script_settings(script_file), "DEFAULTS", {})
+    recipe, pair, workload, variant = catalog.identify(script_file)
+    overrides = getattr(catalog.script_settings(script_file), "DEFAULTS", {})
     if path.is_relative_to(env.REPO_ROOT):
         hooks.prog = "python -m " + ".".join(path.relative_to(env.REPO_ROOT).with_suffix("").parts)
     parser = cli.script_parser(hooks.prog, doc or "", workload, overrides, pair)
@@ -402,7 +404,7 @@ class Run:
     def _result(self, status: str) -> RunResult:
         return RunResult(recipe=self.recipe, workload=self.workload, pair=self.pair, variant=self.variant,
                          status=status, device=self.device.type, smoke=self.smoke, config=self._config(),
-                         env=env.stamp(self.device), data_source=self.data_source, notices=self.notices,
+                         env=stamp.take(self.device), data_source=self.data_source, notices=self.notices,
                          total_s=time.perf_counter() - self._t_start)
 
     def write_oom(self, exc: BaseException) -> None:

@@ -9,8 +9,8 @@ import time
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from common import stats
-from common.gpu_monitor import GpuMonitor
+from common.analysis import stats
+from common.measure.gpu_monitor import GpuMonitor
 
 BATCH_SIZES = (32, 64, 128, 512, 1024)
 SWEET_SHARE = 0.9  # the sweet spot: the smallest batch reaching 90% of the best throughput

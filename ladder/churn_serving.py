@@ -8,7 +8,8 @@ import torch
 from torch.utils.data import TensorDataset
 
 from common import data, graphs, harness, models
-from ladder import apply_compile, inference_context, rung_flag, switches
+from ladder import rung_flag, switches
+from ladder.techniques import apply_compile, inference_context
 
 run = harness.start(__file__, __doc__, extend=rung_flag("churn"))
 on = switches("churn", run.args.rung)

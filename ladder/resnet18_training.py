@@ -7,7 +7,8 @@ ladder.LADDERS["resnet18"] up to that rung; see `make ladder`.
 import torch
 
 from common import data, harness, models
-from ladder import (
+from ladder import rung_flag, switches
+from ladder.techniques import (
     adam,
     apply_channels_last,
     apply_compile,
@@ -15,8 +16,6 @@ from ladder import (
     autocast,
     channels_last_input,
     grad_scaler,
-    rung_flag,
-    switches,
 )
 from recipes.dataloader import workers
 

@@ -22,14 +22,14 @@ def run_module(*args, timeout=600):
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
-    """smoke_run(recipe): `python -m common.compare <recipe> --smoke` once per session and recipe,
+    """smoke_run(recipe): `python -m common.runners.compare <recipe> --smoke` once per session and recipe,
     as (process, reports folder)."""
     done = {}
 
     def run(recipe):
         if recipe not in done:
             reports = tmp_path_factory.mktemp(f"reports-{recipe}")
-            proc = run_module("common.compare", recipe, "--smoke", "--device", "cpu", "--data", "synthetic",
+            proc = run_module("common.runners.compare", recipe, "--smoke", "--device", "cpu", "--data", "synthetic",
                               "--reports-dir", str(reports))
             done[recipe] = proc, reports
         return done[recipe]

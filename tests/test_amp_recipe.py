@@ -1,8 +1,8 @@
 """`make recipe-amp` in smoke mode: both pairs run, pass parity, and the report has what it promises."""
 import json
 
-from common import profiling
-from common.results import SCHEMA_VERSION
+from common.analysis.results import SCHEMA_VERSION
+from common.measure import profiling
 
 from conftest import run_module
 
@@ -80,9 +80,8 @@ def test_traces_written_per_variant(amp_smoke):
 
 
 def test_parity_failure_exits_nonzero_and_says_by_how_much(tmp_path):
-    proc = run_module("common.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic", "--workloads",
-                      "churn",
-                      "--parity-rtol", "1e-9", "--reports-dir", str(tmp_path))
+    proc = run_module("common.runners.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
+                      "--workloads", "churn", "--parity-rtol", "1e-9", "--reports-dir", str(tmp_path))
     assert proc.returncode == 1
     assert "parity FAILED for amp/churn: the 10-step mean loss differs by" in proc.stderr
     assert "mean loss differs by" in proc.stderr and "(tolerance 1e-07%)" in proc.stderr

@@ -63,9 +63,9 @@ def _fast_twin_policy():
     """The policy function of recipes/checkpointing/resnet18_fast.py, read from its source."""
     import ast
 
-    from common import recipes
+    from common import catalog
 
-    source = recipes.script("checkpointing", "resnet18", "fast").read_text()
+    source = catalog.script("checkpointing", "resnet18", "fast").read_text()
     tree = ast.parse(source)
     keep = next(n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "KEEP")
     policy = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "policy")
@@ -86,13 +86,13 @@ def test_the_memory_budget_needs_cuda_and_the_report_says_so(smoke_run):
 
 def test_the_budget_search_bisects_to_the_largest_batch(monkeypatch, tmp_path):
     """With a stand-in probe that trains up to batch 700: doubling 64..1024, then bisecting."""
-    from common import budget, runner
+    from common.runners import budget, launch
 
-    def launch(target, flags, out, cpus=None, **kw):
+    def child(target, flags, out, cpus=None, **kw):
         batch = int(flags[flags.index("--batch-size") + 1])
-        return runner.Outcome("ok" if batch <= 700 else "oom", None, 0.1, out, 0, [])
+        return launch.Outcome("ok" if batch <= 700 else "oom", None, 0.1, out, 0, [])
 
-    monkeypatch.setattr(runner, "launch", launch)
+    monkeypatch.setattr(launch, "child", child)
     found = budget.search("recipes.x", [], tmp_path, None, 64, progress=lambda line: None)
     assert found.fits <= 700 < found.fails and found.fails - found.fits <= found.fits // 16
     assert [b for b, _ in found.probes][:5] == [64, 128, 256, 512, 1024]

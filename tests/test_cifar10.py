@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from torchvision.datasets import CIFAR10
 
-from common import cifar10
-from common.device_batches import CropFlipNormalize, DeviceBatches, crop_boxes
 from common.errors import CookbookError
+from common.workloads import cifar10
+from common.workloads.device_batches import CropFlipNormalize, DeviceBatches, crop_boxes
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from common import data
-from common.device_batches import DeviceBatches
+from common.workloads.device_batches import DeviceBatches
 
 from conftest import comparison_of
 

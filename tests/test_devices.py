@@ -4,7 +4,7 @@ import ast
 
 from conftest import REPO
 
-RUNNERS = ("common.compare", "common.sweep", "common.ladder", "common.diagnose")
+RUNNERS = ("common.runners.compare", "common.runners.sweep", "common.runners.climb", "common.runners.diagnose")
 
 
 def _strings(call: ast.Call) -> list[str]:

@@ -1,7 +1,7 @@
 """The four-phase diagnosis finds planted bottlenecks, and `make diagnose-<workload>` runs end to end."""
 import pytest
 
-from common import diagnose
+from common.runners import diagnose
 
 from conftest import REPO, run_module
 
@@ -9,8 +9,8 @@ PLANTED = REPO / "tests" / "planted"
 
 
 def diagnosed(tmp_path, *args, script_args=()):
-    proc = run_module("common.diagnose", *args, "--smoke", "--device", "cpu", "--data", "synthetic", "--reports-dir",
-                      str(tmp_path),
+    proc = run_module("common.runners.diagnose", *args, "--smoke", "--device", "cpu", "--data", "synthetic",
+                      "--reports-dir", str(tmp_path),
                       *(["--", *script_args] if script_args else []))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -64,18 +64,18 @@ def test_diagnose_churn_baseline_writes_all_four_phases(churn_diagnosis):
 
 
 def test_bad_input_is_one_line(tmp_path):
-    proc = run_module("common.diagnose", "--script", str(tmp_path / "missing.py"))
+    proc = run_module("common.runners.diagnose", "--script", str(tmp_path / "missing.py"))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no such file" in proc.stderr
-    proc = run_module("common.diagnose")
+    proc = run_module("common.runners.diagnose")
     assert proc.returncode == 2 and "give a workload" in proc.stderr
-    proc = run_module("common.diagnose", "churn", "--data", "/x/telco.csv")
+    proc = run_module("common.runners.diagnose", "churn", "--data", "/x/telco.csv")
     assert proc.returncode == 2 and "WORKLOAD=PATH" in proc.stderr
 
 
 def _result(device="cpu", data=0.0, forward=0.5, syncs=0.0, sync_ms=0.0, busy=None, idle_busy=None, step=10.0):
     """A hand-made result of a --phase-timing run: phase means, and the trace's costs."""
-    from common import stats
-    from common.results import Evidence, PhaseEvidence
+    from common.analysis import stats
+    from common.analysis.results import Evidence, PhaseEvidence
 
     from tests_helpers import run_result
 
@@ -123,7 +123,7 @@ def test_the_h100_resnet18_diagnosis_would_now_headline_the_data_wait():
 def test_the_gpu_parts_of_the_report_render(churn_diagnosis, tmp_path):
     """What only a GPU run fills in (NVML conditions, per-batch GPU columns, per-phase peaks, the
     snapshot), rendered from a CPU result with those parts added."""
-    from common.results import RunResult, read_result
+    from common.analysis.results import RunResult, read_result
 
     result = read_result(next(churn_diagnosis.glob("results/diagnose/*/*/result.json")), RunResult)
     nvml = {"available": True, "gpu_util_mean": 35.0, "mem_used_mb_max": 900.0, "temp_c_max": 41, "power_w_mean": 80.0,

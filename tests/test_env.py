@@ -4,13 +4,14 @@ import subprocess
 import torch
 
 from common import env
+from common.measure import stamp
 
 KEYS = {"device_type", "gpu_name", "driver", "cuda", "cudnn", "torch", "torchvision", "python", "cpu",
         "cpu_count", "cpu_set", "date", "git_commit", "tf32_matmul", "tf32_cudnn", "float32_matmul_precision"}
 
 
 def test_stamp_has_every_field_the_report_prints():
-    s = env.stamp(torch.device("cpu"))
+    s = stamp.take(torch.device("cpu"))
     assert KEYS <= {f.name for f in dataclasses.fields(s)}
     assert s.device_type == "cpu" and s.gpu_name is None
     assert s.torch == torch.__version__
@@ -34,7 +35,7 @@ def test_outside_a_checkout_the_commit_says_so(tmp_path, monkeypatch):
 
 
 def test_cpu_results_are_labelled_cpu():
-    label = env.describe_device(env.stamp(torch.device("cpu")))
+    label = env.describe_device(stamp.take(torch.device("cpu")))
     assert label.startswith("CPU") and "not a GPU result" in label
 
 

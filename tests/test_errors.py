@@ -16,12 +16,12 @@ def one_line(proc):
 
 
 def test_unknown_recipe_lists_the_valid_ones():
-    line = one_line(run_module("common.compare", "turbo"))
+    line = one_line(run_module("common.runners.compare", "turbo"))
     assert "unknown recipe 'turbo'" in line and "amp" in line
 
 
 def test_unknown_workload_lists_the_valid_ones():
-    line = one_line(run_module("common.compare", "amp", "--workloads", "bert"))
+    line = one_line(run_module("common.runners.compare", "amp", "--workloads", "bert"))
     assert "bert" in line and "churn, resnet18" in line
 
 
@@ -86,13 +86,13 @@ def test_unwritable_trace_folder(tmp_path):
 def test_unwritable_reports_folder(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    line = one_line(run_module("common.compare", "amp", "--smoke", "--device", "cpu",
+    line = one_line(run_module("common.runners.compare", "amp", "--smoke", "--device", "cpu",
                                "--reports-dir", str(blocker / "reports")))
     assert "--reports-dir" in line and "choose a writable folder" in line
 
 
 def test_cifar_folder_with_a_missing_batch(tmp_path):
-    from common import cifar10
+    from common.workloads import cifar10
 
     root = cifar10.write_synthetic(tmp_path / "cifar", per_file=20)
     (root / cifar10.BATCHES / "test_batch").unlink()
@@ -104,7 +104,7 @@ def test_cifar_folder_with_a_missing_batch(tmp_path):
 
 def test_nsys_missing_says_what_to_do(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path)}  # a PATH without nsys
-    proc = subprocess.run([sys.executable, "-m", "common.nsys", "amp"], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "common.runners.nsys", "amp"], cwd=REPO,
                           capture_output=True, text=True, env=env, timeout=120)
     line = one_line(proc)
     assert "nsys not found" in line and "make tensorboard" in line
@@ -141,38 +141,38 @@ def telco_lookalike(tmp_path_factory):
 @pytest.fixture(scope="module")
 def fake_cifar(tmp_path_factory):
     """A folder in the CIFAR-10 layout whose batch files are not the real ones (md5 mismatch)."""
-    from common import cifar10
+    from common.workloads import cifar10
 
     return cifar10.write_synthetic(tmp_path_factory.mktemp("cifar"), per_file=2)
 
 
 BAD_RUNNER_INPUT = [
-    (["common.sweep", "amp", "--values", "0,-4"], "--values '0,-4': '0' is not a valid batch size"),
-    (["common.sweep", "amp", "--values", "4,x"], "'x' is not a valid batch size"),
-    (["common.sweep", "dataloader", "--values", "0,-1"], "'-1' is not a valid DataLoader workers"),
-    (["common.sweep", "amp", "--rounds", "0"], "--rounds: must be 1 or more"),
-    (["common.sweep", "amp", "--", "--batch-size", "8"], "it is the sweep's knob"),
-    (["common.compare", "amp", "--data", "resnet18=/nonexistent"], "no cifar-10-batches-py folder"),
-    (["common.compare", "amp", "--data", "resnet18={cifar}"], "batch file data_batch_1 is corrupt"),
-    (["common.compare", "amp", "--data", "churn={csv}"], "not the Telco churn table, missing columns"),
-    (["common.compare", "amp", "--data", "churn=/nonexistent.csv"], "no such file"),
-    (["common.compare", "checkpointing", "--memory-budget-gb", "-1"], "--memory-budget-gb: must be 0 or more"),
-    (["common.compare", "amp", "--cpus", "3-1"], "--cpus '3-1'"),
-    (["common.compare", "amp", "--cpus", "99999"], "--cpus '99999'"),
-    (["common.compare", "amp", "--parity-rtol", "0"], "--parity-rtol: must be more than 0"),
-    (["common.compare", "amp", "--max-rounds", "0"], "--max-rounds: must be 1 or more"),
-    (["common.compare", "amp", "--rounds", "5", "--max-rounds", "3"], "--rounds 5 is more than --max-rounds 3"),
-    (["common.compare", "amp", "--workloads", ","], "--workloads ','"),
-    (["common.compare", "amp", "--", "--steps", "0"], "after --: argument --steps: must be 1 or more, got 0"),
-    (["common.compare", "amp", "--", "--out", "x.json"], "--out is set by the runner itself"),
-    (["common.compare", "amp", "--", "--bogus"], "unrecognized arguments: --bogus"),
-    (["common.ladder", "--rounds", "-1"], "--rounds: must be 1 or more"),
-    (["common.ladder", "churn", "--", "--steps", "0"], "after --: argument --steps: must be 1 or more"),
-    (["common.ladder", "--", "--rung", "2"], "--rung is set by the runner itself"),
-    (["common.ladder", "--data", "churn={csv}"], "not the Telco churn table"),
-    (["common.diagnose", "churn", "--cpus", "x"], "--cpus 'x'"),
-    (["common.diagnose", "churn", "--", "--warmup", "0"], "after --: argument --warmup: must be 1 or more"),
-    (["common.diagnose", "resnet18", "--data", "resnet18=/nonexistent"], "no cifar-10-batches-py folder"),
+    (["common.runners.sweep", "amp", "--values", "0,-4"], "--values '0,-4': '0' is not a valid batch size"),
+    (["common.runners.sweep", "amp", "--values", "4,x"], "'x' is not a valid batch size"),
+    (["common.runners.sweep", "dataloader", "--values", "0,-1"], "'-1' is not a valid DataLoader workers"),
+    (["common.runners.sweep", "amp", "--rounds", "0"], "--rounds: must be 1 or more"),
+    (["common.runners.sweep", "amp", "--", "--batch-size", "8"], "it is the sweep's knob"),
+    (["common.runners.compare", "amp", "--data", "resnet18=/nonexistent"], "no cifar-10-batches-py folder"),
+    (["common.runners.compare", "amp", "--data", "resnet18={cifar}"], "batch file data_batch_1 is corrupt"),
+    (["common.runners.compare", "amp", "--data", "churn={csv}"], "not the Telco churn table, missing columns"),
+    (["common.runners.compare", "amp", "--data", "churn=/nonexistent.csv"], "no such file"),
+    (["common.runners.compare", "checkpointing", "--memory-budget-gb", "-1"], "--memory-budget-gb: must be 0 or more"),
+    (["common.runners.compare", "amp", "--cpus", "3-1"], "--cpus '3-1'"),
+    (["common.runners.compare", "amp", "--cpus", "99999"], "--cpus '99999'"),
+    (["common.runners.compare", "amp", "--parity-rtol", "0"], "--parity-rtol: must be more than 0"),
+    (["common.runners.compare", "amp", "--max-rounds", "0"], "--max-rounds: must be 1 or more"),
+    (["common.runners.compare", "amp", "--rounds", "5", "--max-rounds", "3"], "--rounds 5 is more than --max-rounds 3"),
+    (["common.runners.compare", "amp", "--workloads", ","], "--workloads ','"),
+    (["common.runners.compare", "amp", "--", "--steps", "0"], "after --: argument --steps: must be 1 or more, got 0"),
+    (["common.runners.compare", "amp", "--", "--out", "x.json"], "--out is set by the runner itself"),
+    (["common.runners.compare", "amp", "--", "--bogus"], "unrecognized arguments: --bogus"),
+    (["common.runners.climb", "--rounds", "-1"], "--rounds: must be 1 or more"),
+    (["common.runners.climb", "churn", "--", "--steps", "0"], "after --: argument --steps: must be 1 or more"),
+    (["common.runners.climb", "--", "--rung", "2"], "--rung is set by the runner itself"),
+    (["common.runners.climb", "--data", "churn={csv}"], "not the Telco churn table"),
+    (["common.runners.diagnose", "churn", "--cpus", "x"], "--cpus 'x'"),
+    (["common.runners.diagnose", "churn", "--", "--warmup", "0"], "after --: argument --warmup: must be 1 or more"),
+    (["common.runners.diagnose", "resnet18", "--data", "resnet18=/nonexistent"], "no cifar-10-batches-py folder"),
 ]
 
 
@@ -198,7 +198,7 @@ def test_the_data_check_reads_a_folder_as_torchvision_would():
     """The runners' torch-free CIFAR-10 check uses torchvision's own checksums."""
     from torchvision.datasets import CIFAR10
 
-    from common import cifar10
+    from common.workloads import cifar10
 
     expected = CIFAR10.train_list + CIFAR10.test_list + [[CIFAR10.meta["filename"], CIFAR10.meta["md5"]]]
     assert cifar10.MD5 == dict(map(tuple, expected))
@@ -207,7 +207,7 @@ def test_the_data_check_reads_a_folder_as_torchvision_would():
 # --- files get the usual mode ----------------------------------------------------------------------
 @pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
 def test_atomic_files_get_the_mode_of_the_umask(tmp_path, mask, mode):
-    from common.results import atomic_write_text, umask
+    from common.analysis.results import atomic_write_text, umask
 
     saved = os.umask(mask)
     try:
@@ -234,13 +234,13 @@ def _shown(line):
 def test_the_progress_text_says_planned_and_the_most():
     import time
 
-    from common import runner
+    from common.runners import launch
 
-    assert runner.progress(1, 10, time.perf_counter(), "x") == "[1/10] x ..."
-    assert runner.progress(1, 10, time.perf_counter(), "x", most=40) == "[1/10 planned, up to 40] x ..."
-    line = runner.progress(3, 10, time.perf_counter() - 60, "x", most=40)
+    assert launch.progress(1, 10, time.perf_counter(), "x") == "[1/10] x ..."
+    assert launch.progress(1, 10, time.perf_counter(), "x", most=40) == "[1/10 planned, up to 40] x ..."
+    line = launch.progress(3, 10, time.perf_counter() - 60, "x", most=40)
     assert line.startswith("[3/10 planned, up to 40, ~4 min left as planned] x")
-    assert runner.progress(12, 10, time.perf_counter(), "x").startswith("[12/12")  # never below what ran
+    assert launch.progress(12, 10, time.perf_counter(), "x").startswith("[12/12")  # never below what ran
 
 
 @pytest.mark.parametrize("rounds", [(3, 3), (5, 3), (10, 10), (4, 6), (1, 10)])
@@ -248,11 +248,11 @@ def test_the_progress_counter_never_shows_fewer_runs_than_are_still_to_come(roun
     """Two pairs, 3 to 10 rounds each (or stopped early by a failure), then a search of 1 to 19
     probes: at every run the planned total covers the runs under way and the least of the stages
     still ahead, and the most covers every run that really follows."""
-    from common import runner
+    from common.runners import launch
 
     stages = {"churn": (6, 20), "resnet18": (6, 20), "budget": (1, 19)}
     real = {"churn": 2 * rounds[0], "resnet18": 2 * rounds[1], "budget": 7}
-    counter, total, n = runner.Counter(stages), sum(real.values()), 0
+    counter, total, n = launch.Counter(stages), sum(real.values()), 0
     for k, (stage, runs) in enumerate(real.items()):
         ahead = sum(stages[s][0] for s in list(stages)[k + 1:])
         for i in range(runs):
@@ -268,7 +268,7 @@ def test_the_progress_counter_never_shows_fewer_runs_than_are_still_to_come(roun
 def test_the_recipe_counter_counts_the_memory_budget_probes():
     from pathlib import Path
 
-    from common import budget, compare
+    from common.runners import budget, compare
 
     plan = compare.Plan(recipe="checkpointing", title="", evidence=(), cuda=True,
                         rounds=compare.Rounds(3, 10, fixed=False), workloads=["churn", "resnet18"], script_flags={},
@@ -282,18 +282,18 @@ def test_the_recipe_counter_counts_the_memory_budget_probes():
 def test_the_budget_bound_is_the_most_probes_a_search_runs(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from common import budget
+    from common.runners import budget
 
     for start in (1, 48, 256):
         worst = 0
         for first_oom in [*range(1, 2 * budget.MAX_BATCH, 97), 10 ** 9]:
             launched = []
 
-            def launch(target, flags, out, cpus=None, first_oom=first_oom, launched=launched):
+            def child(target, flags, out, cpus=None, first_oom=first_oom, launched=launched):
                 launched.append(flags[-1])
                 return SimpleNamespace(kind="ok" if int(flags[-1]) < first_oom else "oom")
 
-            monkeypatch.setattr(budget.runner, "launch", launch)
+            monkeypatch.setattr(budget.launch, "child", child)
             budget.search("m", [], tmp_path, None, start, progress=lambda _: None)
             worst = max(worst, len(launched))
         assert worst == budget.most_probes(start)
@@ -301,7 +301,8 @@ def test_the_budget_bound_is_the_most_probes_a_search_runs(tmp_path, monkeypatch
 
 # --- a runner that ends with status 1 says why in its last line ------------------------------------
 def test_a_sweep_that_fails_says_which_point_and_why_last(monkeypatch, capsys, tmp_path):
-    from common import index, sweep
+    from common.render import index
+    from common.runners import sweep
 
     result = sweep.SweepResult(recipe="amp", title="AMP", pair="resnet18", knob="batch size", flag="--batch-size",
                                mode="smoke", rounds=2, command="", points=[
@@ -318,8 +319,9 @@ def test_a_sweep_that_fails_says_which_point_and_why_last(monkeypatch, capsys, t
 
 
 def test_a_comparison_that_fails_says_which_pair_and_why_last(monkeypatch, capsys, tmp_path):
-    from common import compare, report
-    from common.results import Comparison, Failure, Parity, WorkloadComparison
+    from common.analysis.results import Comparison, Failure, Parity, WorkloadComparison
+    from common.render import report
+    from common.runners import compare
 
     plan = compare.Plan(recipe="amp", title="AMP", evidence=(), cuda=False, rounds=compare.Rounds(1, 1, True),
                         workloads=["churn", "resnet18"], script_flags={}, cpus=[0], reports_dir=tmp_path,

@@ -29,10 +29,10 @@ def test_the_pair_changes_the_optimizer_only():
     set_to_none have their own recipes)."""
     import difflib
 
-    from common import recipes
+    from common import catalog
 
     for w in WORKLOADS:
-        slow = recipes.script("fused_ops", w, "slow").read_text().split('"""', 2)[2].splitlines()
-        fast = recipes.script("fused_ops", w, "fast").read_text().split('"""', 2)[2].splitlines()
+        slow = catalog.script("fused_ops", w, "slow").read_text().split('"""', 2)[2].splitlines()
+        fast = catalog.script("fused_ops", w, "fast").read_text().split('"""', 2)[2].splitlines()
         changed = [line[2:] for line in difflib.ndiff(slow, fast) if line[:2] in ("- ", "+ ")]
         assert all("optim" in line or "fused" in line for line in changed), changed

@@ -2,8 +2,10 @@
 report and on the overview page."""
 import pytest
 
-from common import aggregate, goals, recipes, report, stats
-from common.results import Comparison, WorkloadComparison
+from common import catalog
+from common.analysis import aggregate, goals, stats
+from common.analysis.results import Comparison, WorkloadComparison
+from common.render import report
 
 from tests_helpers import run_result
 
@@ -21,11 +23,11 @@ def _entry(slow_ms, fast_ms, device="cuda", fast_mb=50.0) -> WorkloadComparison:
 
 
 def test_every_goal_names_a_real_pair_and_known_keys():
-    declared = {r: getattr(recipes.settings(r), "GOALS", {}) for r in recipes.available()}
+    declared = {r: getattr(catalog.settings(r), "GOALS", {}) for r in catalog.available()}
     assert declared["amp"] and declared["checkpointing"] and declared["cuda_graphs"]
     for recipe, by_pair in declared.items():
         for pair, goal in by_pair.items():
-            assert pair in recipes.workloads(recipe) and goal and set(goal) <= KEYS, (recipe, pair)
+            assert pair in catalog.workloads(recipe) and goal and set(goal) <= KEYS, (recipe, pair)
 
 
 def test_goals_read_as_the_issue_set_them():
@@ -62,7 +64,7 @@ def test_the_report_and_the_overview_show_the_goal(tmp_path):
                    results_dir="r", workloads={"resnet18": entry}, failures=[])
     md = report.render_markdown(c, tmp_path)
     assert "- Goal on an H100: >= 1.4x with lower peak memory: **met**" in md
-    from common import index
+    from common.render import index
 
     row = index.rows({"amp": c})[0]
     assert row.goal == ">= 1.4x with lower peak memory: met"

@@ -7,8 +7,10 @@ import types
 import pytest
 import torch
 
-from common import aggregate, graphs, harness, report, stats
-from common.results import Comparison, WorkloadComparison
+from common import graphs, harness
+from common.analysis import aggregate, stats
+from common.analysis.results import Comparison, WorkloadComparison
+from common.render import report
 
 from conftest import REPO
 from tests_helpers import run_result

@@ -5,15 +5,16 @@ import sys
 
 import pytest
 
-from common import gpucheck, recipes
+from common import catalog
+from common.runners import gpucheck
 
 from conftest import REPO
 
 
 def test_the_check_covers_every_recipe_sweep_ladder_and_diagnosis(tmp_path):
     names = [t.name for t in gpucheck.targets(smoke=False, out=tmp_path)]
-    sweeps = recipes.swept()
-    assert names == ["tests", *[f"recipe-{r}" for r in recipes.available()], *[f"sweep-{r}" for r in sweeps],
+    sweeps = catalog.swept()
+    assert names == ["tests", *[f"recipe-{r}" for r in catalog.available()], *[f"sweep-{r}" for r in sweeps],
                      "ladder", "diagnose-churn", "diagnose-resnet18"]
     for t in gpucheck.targets(smoke=False, out=tmp_path)[1:]:
         assert str(tmp_path) in t.cmd  # never over the committed reports
@@ -22,7 +23,7 @@ def test_the_check_covers_every_recipe_sweep_ladder_and_diagnosis(tmp_path):
 
 
 def _check(tmp_path, *flags, env=None):
-    return subprocess.run([sys.executable, "-m", "common.gpucheck", "--out", str(tmp_path), *flags], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "common.runners.gpucheck", "--out", str(tmp_path), *flags], cwd=REPO,
                           capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
 
 

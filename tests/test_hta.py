@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common import hta, profiling
+from common.measure import hta, profiling
 
 TRACES = sorted((Path(__file__).parent / "data" / "h100-2026-11-22" / "traces").glob("*.pt.trace.json.gz"))
 CUDA = torch.device("cuda")  # only names the device type: nothing runs on a GPU here
@@ -34,7 +34,7 @@ def test_hta_reads_every_h100_trace_and_agrees_with_ours(trace):
 def test_the_churn_slow_trace_trips_hta_own_rounding_which_we_turn_off():
     """Why the workaround exists: with HTA's microsecond rounding on, sub-microsecond memsets get a
     duration of -1 us and the temporal breakdown fails its own assertion on this valid trace. If a
-    new HTA no longer fails here, the workaround can go (see common/hta.py)."""
+    new HTA no longer fails here, the workaround can go (see common/measure/hta.py)."""
     from hta.configs.env_options import HTAEnvOptions
     from hta.trace_analysis import TraceAnalysis
 

@@ -1,7 +1,7 @@
 """reports/README.md: one row per recipe and workload, regenerated after every recipe run."""
 import json
 
-from common import index
+from common.render import index
 
 
 def test_recipe_run_regenerates_the_index(smoke_run):

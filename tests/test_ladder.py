@@ -3,8 +3,9 @@ what it says it changes against the rung below."""
 import pytest
 
 import ladder
-from common import metrics
-from common.results import LadderSummary, read_result
+from common.analysis import metrics
+from common.analysis.results import LadderSummary, read_result
+from ladder import techniques
 
 from conftest import run_module
 
@@ -12,7 +13,7 @@ from conftest import run_module
 @pytest.fixture(scope="module")
 def climbed(tmp_path_factory):
     reports = tmp_path_factory.mktemp("ladder")
-    proc = run_module("common.ladder", "--smoke", "--device", "cpu", "--data", "synthetic", "--reports-dir",
+    proc = run_module("common.runners.climb", "--smoke", "--device", "cpu", "--data", "synthetic", "--reports-dir",
                       str(reports), timeout=1500)
     return proc, reports
 
@@ -87,7 +88,7 @@ def test_speedups_are_against_rung_0_and_the_rung_below(climbed):
 
 def test_incremental_speedup_is_against_the_rung_below_even_after_a_failure():
     """The old code compared with the last rung that ran: after a failed rung, against two below."""
-    from common.ladder import summarize
+    from common.runners.climb import summarize
 
     from tests_helpers import run_result
 
@@ -97,7 +98,7 @@ def test_incremental_speedup_is_against_the_rung_below_even_after_a_failure():
 
 
 def test_unknown_ladder_and_rung_are_one_line():
-    proc = run_module("common.ladder", "gpt2")
+    proc = run_module("common.runners.climb", "gpt2")
     assert proc.returncode == 2 and "no ladder for gpt2" in proc.stderr and proc.stderr.count("\n") == 1
     proc = run_module("ladder.churn_serving", "--rung", "warp_drive", "--smoke")
     assert proc.returncode == 2 and "no rung 'warp_drive'" in proc.stderr and proc.stderr.count("\n") == 1
@@ -116,17 +117,17 @@ def test_fp16_gets_a_grad_scaler_bf16_does_not(monkeypatch):
 
     made = []
     monkeypatch.setattr(torch.amp, "GradScaler", lambda device, enabled: made.append((device, enabled)))
-    ladder.grad_scaler(torch.device("cpu"), True)  # the CPU autocasts to bf16
+    techniques.grad_scaler(torch.device("cpu"), True)  # the CPU autocasts to bf16
     monkeypatch.setattr(ladder, "amp_dtype", lambda device: torch.float16)  # a GPU without bf16
-    ladder.grad_scaler(torch.device("cuda"), True)
-    ladder.grad_scaler(torch.device("cuda"), False)  # a rung below AMP
+    techniques.grad_scaler(torch.device("cuda"), True)
+    techniques.grad_scaler(torch.device("cuda"), False)  # a rung below AMP
     assert made == [("cpu", False), ("cuda", True), ("cuda", False)]
 
 
 def test_targets_are_checked_only_on_a_gpu_run_and_say_by_how_much():
-    from common.aggregate import aggregate
-    from common.ladder import _targets
-    from common.results import Rung
+    from common.analysis.aggregate import aggregate
+    from common.analysis.results import Rung
+    from common.runners.climb import _targets
 
     from tests_helpers import run_result
 
@@ -148,7 +149,7 @@ def test_targets_are_checked_only_on_a_gpu_run_and_say_by_how_much():
 
 
 def test_a_rung_throughput_has_an_interval_over_processes():
-    from common import stats
+    from common.analysis import stats
 
     lo, hi = stats.level_interval([1000.0, 1100.0, 1050.0])
     assert lo < 1048 < hi and stats.level_interval([1000.0]) is None

@@ -1,33 +1,79 @@
-"""No two modules of common/ import each other, directly or around a loop: each fact has one home and
-the imports run one way (a function-level import counts: it is a circle all the same)."""
+"""common/ is laid out by the process that runs the code, and the imports run one way: a module may
+import its own layer and those its layer lists below, never a layer above; no two modules import each
+other, directly or around a loop; the parent-side layers import no torch. Imports are read from the
+code (a function-level import counts)."""
 import ast
+import subprocess
+import sys
 
 from conftest import REPO
 
+BASE = {"errors", "cli", "presets", "env", "catalog"}  # shared by every layer, torch-free
+API = {"harness", "data", "models", "graphs", "serving"}  # what the recipe scripts import: the child's entry
+LAYERS = {  # layer -> the layers it may import, besides its own
+    "base": set(),
+    "analysis": {"base"},
+    "render": {"base", "analysis"},
+    "workloads": {"base", "analysis"},
+    "measure": {"base", "analysis"},
+    "api": {"base", "analysis", "workloads", "measure"},
+    "runners": {"base", "analysis", "render", "workloads"},
+}
+TORCH_FREE = ("base", "analysis", "render", "runners")
 
-def _imports() -> dict[str, set[str]]:
-    graph = {}
-    for path in sorted((REPO / "common").glob("*.py")):
-        name = f"common.{path.stem}"
-        found = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module == "common":
-                found |= {f"common.{a.name}" for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("common."):
-                found.add(node.module)
-            elif isinstance(node, ast.Import):
-                found |= {a.name for a in node.names if a.name.startswith("common.")}
-        graph[name] = found - {name}
-    return graph
+
+def _modules() -> dict[str, str]:
+    """common.<...> module name -> its layer, for every module file under common/."""
+    found = {}
+    for path in sorted((REPO / "common").rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        if parts[-1] == "__init__":
+            continue
+        name = ".".join(parts)
+        if len(parts) == 3:
+            found[name] = parts[1]
+        else:
+            assert parts[1] in BASE | API, f"{name}: a module at the top of common/ is in BASE or API, or in a layer"
+            found[name] = "base" if parts[1] in BASE else "api"
+    return found
+
+
+def _imports(name: str) -> set[str]:
+    """The common.* modules that a module imports ('from common.x import y' counts y if it is a module)."""
+    path = REPO / (name.replace(".", "/") + ".py")
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("common"):
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if (REPO / (sub.replace(".", "/") + ".py")).exists() else node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("common.")}
+    return found - {name}
+
+
+def _torch_imports(name: str) -> list[str]:
+    tree = ast.parse((REPO / (name.replace(".", "/") + ".py")).read_text())
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    return [m for m in names if m == "torch" or m.startswith("torch.") or m == "torchvision"]
+
+
+def test_every_import_runs_down_the_layers():
+    layers = _modules()
+    wrong = [f"{m} ({layers[m]}) imports {i} ({layers[i]})" for m in layers for i in sorted(_imports(m))
+             if i in layers and layers[i] != layers[m] and layers[i] not in LAYERS[layers[m]]]
+    assert not wrong, wrong
+    assert set(layers.values()) == set(LAYERS)
 
 
 def test_common_has_no_import_circle():
-    graph = _imports()
+    graph = {m: {i for i in _imports(m) if i in _modules()} for m in _modules()}
     state, circles = {}, []
 
     def visit(node, path):
         state[node] = "open"
-        for nxt in sorted(graph.get(node, ())):
+        for nxt in sorted(graph[node]):
             if state.get(nxt) == "open":
                 circles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
             elif nxt not in state:
@@ -38,3 +84,13 @@ def test_common_has_no_import_circle():
         if module not in state:
             visit(module, [module])
     assert not circles, circles
+
+
+def test_the_parent_side_imports_no_torch():
+    """In the code (also inside functions), and in fact: importing every such module loads no torch."""
+    chosen = [m for m, layer in _modules().items() if layer in TORCH_FREE]
+    assert not {m: t for m in chosen if (t := _torch_imports(m))}
+    probe = (f"import sys\nfor m in {chosen!r}: __import__(m)\n"
+             "print(sorted(k for k in ('torch', 'torchvision') if k in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -4,9 +4,9 @@ import difflib
 
 import pytest
 
-from common import recipes
+from common import catalog
 
-PAIRS = [(r, w) for r in recipes.available() for w in recipes.workloads(r)]
+PAIRS = [(r, w) for r in catalog.available() for w in catalog.workloads(r)]
 MAX_CHANGED = 25
 
 
@@ -21,16 +21,16 @@ def code_lines(path):
 
 @pytest.mark.parametrize("recipe, workload", PAIRS)
 def test_pair_diff_is_small(recipe, workload):
-    slow = recipes.script(recipe, workload, "slow").read_text().splitlines()
-    fast = recipes.script(recipe, workload, "fast").read_text().splitlines()
+    slow = catalog.script(recipe, workload, "slow").read_text().splitlines()
+    fast = catalog.script(recipe, workload, "fast").read_text().splitlines()
     changed = sum(1 for line in difflib.ndiff(slow, fast) if line[:2] in ("- ", "+ "))
     assert 0 < changed <= MAX_CHANGED
 
 
 @pytest.mark.parametrize("recipe, workload", PAIRS)
 def test_every_new_line_of_the_fast_twin_says_why(recipe, workload):
-    slow = code_lines(recipes.script(recipe, workload, "slow"))
-    fast = code_lines(recipes.script(recipe, workload, "fast"))
+    slow = code_lines(catalog.script(recipe, workload, "slow"))
+    fast = code_lines(catalog.script(recipe, workload, "fast"))
     removed = {line[2:].strip() for line in difflib.ndiff(slow, fast) if line.startswith("- ")}
     above = ""  # the previous non-blank line of the fast twin
     for line in difflib.ndiff(slow, fast):
@@ -45,8 +45,8 @@ def test_every_new_line_of_the_fast_twin_says_why(recipe, workload):
 
 @pytest.mark.parametrize("recipe, workload", PAIRS)
 def test_pair_shares_the_harness_lines(recipe, workload):
-    for variant in recipes.VARIANTS:
-        source = recipes.script(recipe, workload, variant).read_text()
+    for variant in catalog.VARIANTS:
+        source = catalog.script(recipe, workload, variant).read_text()
         assert "run = harness.start(__file__, __doc__)" in source and "run.finish()" in source
         assert "run.loop(" in source and ("run.log_loss(" in source or "run.log_output(" in source)
 
@@ -58,6 +58,6 @@ def test_make_recipes_runs_every_recipe_then_the_index():
 
     out = subprocess.run(["make", "-n", "recipes", "PYTHON=python3"], cwd=REPO_ROOT, capture_output=True,
                          text=True, check=True).stdout
-    assert "common.index" in out
-    for recipe in recipes.available():
+    assert "common.render.index" in out
+    for recipe in catalog.available():
         assert f"recipe-{recipe}" in out or recipe in out.split("for r in")[1].split(";")[0]

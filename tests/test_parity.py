@@ -13,9 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from common import recipes
-from common.aggregate import early_tolerance, parity, parity_failure
-from common.results import RunResult, read_result
+from common import catalog
+from common.analysis.aggregate import early_tolerance, parity, parity_failure
+from common.analysis.results import RunResult, read_result
 
 from conftest import REPO
 
@@ -36,7 +36,7 @@ def test_the_early_tolerance_widens_below_its_batch_and_never_narrows_above():
 def test_the_archived_h100_amp_twins_pass_at_their_batch_sizes():
     saved = json.loads((REPO / "tests" / "data" / "h100-2026-11-22" / "amp.comparison.json").read_text())
     for workload, entry in saved["workloads"].items():
-        rule = recipes.parity_rule("amp", workload)
+        rule = catalog.parity_rule("amp", workload)
         measured = entry["parity"]["early_max_rel"]
         assert measured <= early_tolerance(rule, entry["slow"]["config"]["batch_size"]) / 2, workload
 
@@ -56,9 +56,9 @@ def twins(tmp_path_factory):
     folder = tmp_path_factory.mktemp("twins")
     scripts = {}
     for workload in {w for w, _ in SIZES}:
-        fast = recipes.script("amp", workload, "fast").read_text()
-        scripts[workload] = {"slow": recipes.script("amp", workload, "slow"),
-                             "fast": recipes.script("amp", workload, "fast")}
+        fast = catalog.script("amp", workload, "fast").read_text()
+        scripts[workload] = {"slow": catalog.script("amp", workload, "slow"),
+                             "fast": catalog.script("amp", workload, "fast")}
         for name, (text, replacement) in BROKEN.items():
             assert text in fast, f"amp/{workload}_fast.py no longer has {text!r}"
             path = folder / f"{workload}_{name}.py"
@@ -76,7 +76,7 @@ def twins(tmp_path_factory):
 @pytest.mark.parametrize("workload, batch", SIZES)
 def test_a_correct_twin_passes_and_each_broken_twin_fails_at_this_size(twins, workload, batch):
     runs = twins[(workload, batch)]
-    rule = recipes.parity_rule("amp", workload)
+    rule = catalog.parity_rule("amp", workload)
     good = parity(runs["slow"], runs["fast"], rule)
     assert good.ok, parity_failure(good)
     assert good.probe_steps > 0 and good.probe_drop > 0.1  # the probe taught the slow twin something

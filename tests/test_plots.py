@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 import ladder as ladder_specs
-from common import aggregate, diagnose, index, ladder, report, stats, sweep
-from common.results import Comparison, Memory, WorkloadComparison
+from common.analysis import aggregate, stats
+from common.analysis.results import Comparison, Memory, WorkloadComparison
+from common.render import index, report
+from common.runners import climb, diagnose, sweep
 
 from tests_helpers import run_result
 
@@ -82,7 +84,7 @@ def ladder_summary():
     medians = [6.0, 3.1, 2.0, 1.9, 1.8, 0.35, 0.30][:len(spec.rungs)]
     runs = {i: [run_result(median=m * f, variant="slow", device="cuda", batch_size=512) for f in (1.0, 1.03)]
             for i, m in enumerate(medians)}
-    return ladder.summarize("churn", runs, [], 2, "cuda", "make ladder", [0, 1])
+    return climb.summarize("churn", runs, [], 2, "cuda", "make ladder", [0, 1])
 
 
 def diagnosis():
@@ -160,9 +162,9 @@ def assert_plain_ticks(ax, values):
 
 
 def close(fig):
-    from common import plotting
+    from common.render import plots
 
-    plotting.pyplot().close(fig)
+    plots.pyplot().close(fig)
 
 
 # --- the plots ---------------------------------------------------------------------------------------
@@ -205,7 +207,7 @@ def test_the_sweep_plot_reads_at_a_glance(knob, values, monkeypatch):
 
 def test_the_ladder_plot_reads_at_a_glance(monkeypatch):
     summary = ladder_summary()
-    fig = ladder._figure(summary)
+    fig = climb._figure(summary)
     texts = assert_readable(fig, monkeypatch)
     top = fig.axes[0].child_axes[0]  # the speedup over rung 0, above the samples/s
     assert top.get_xscale() in ("log", "functionlog")  # a secondary axis: log of samples/s over rung 0's
@@ -241,18 +243,18 @@ def test_the_overview_plot_reads_at_a_glance(monkeypatch):
 # --- the shared pieces -------------------------------------------------------------------------------
 
 def test_speedup_limits_come_from_the_points_and_cover_1x():
-    from common import plotting
+    from common.render import plots
 
-    assert plotting.speedup_limits([1.11, 0.78]) == (0.5, 2.0)
-    assert plotting.speedup_limits([4.83]) == (0.5, 8.0)
-    assert plotting.speedup_limits([0.43, 0.59]) == (0.25, 2.0)
-    assert plotting.speedup_text(0.5) == "0.5x" and plotting.speedup_text(4.0) == "4x"
+    assert plots.speedup_limits([1.11, 0.78]) == (0.5, 2.0)
+    assert plots.speedup_limits([4.83]) == (0.5, 8.0)
+    assert plots.speedup_limits([0.43, 0.59]) == (0.25, 2.0)
+    assert plots.speedup_text(0.5) == "0.5x" and plots.speedup_text(4.0) == "4x"
 
 
 def test_an_interval_is_clipped_to_the_axis_and_says_which_end():
-    from common import plotting
+    from common.render import plots
 
-    assert plotting.clip_interval(0.9, 115.0, 0.5, 4.0) == (0.9, 4.0, False, True)
-    assert plotting.clip_interval(0.01, 1.5, 0.5, 4.0) == (0.5, 1.5, True, False)
-    assert plotting.clip_interval(1.1, 1.2, 0.5, 4.0) == (1.1, 1.2, False, False)
-    assert plotting.clip_interval(8.0, 9.0, 0.5, 4.0) == (4.0, 4.0, False, True)  # all above: a caret at the top
+    assert plots.clip_interval(0.9, 115.0, 0.5, 4.0) == (0.9, 4.0, False, True)
+    assert plots.clip_interval(0.01, 1.5, 0.5, 4.0) == (0.5, 1.5, True, False)
+    assert plots.clip_interval(1.1, 1.2, 0.5, 4.0) == (1.1, 1.2, False, False)
+    assert plots.clip_interval(8.0, 9.0, 0.5, 4.0) == (4.0, 4.0, False, True)  # all above: a caret at the top

@@ -3,14 +3,15 @@ import tarfile
 
 import pytest
 
-from common import recipes, refresh
+from common import catalog
+from common.runners import refresh
 
 from conftest import run_module
 
 
 def test_every_recipe_sweep_ladder_and_diagnosis_is_a_target_with_its_report():
     by_name = {t.name: t for t in refresh.targets()}
-    for r in recipes.available():
+    for r in catalog.available():
         assert by_name[f"recipe-{r}"].report == f"{r}.md"
     assert by_name["sweep-amp"].report == "sweep_amp.md" and "sweep-set_to_none" not in by_name  # no sweep there
     assert by_name["ladder-resnet18"].cmd[-1] == "resnet18" and by_name["diagnose-churn"].report == "baseline_churn.md"
@@ -45,7 +46,7 @@ def test_the_tarball_holds_only_what_a_gpu_run_commits(tmp_path):
 
 
 def test_a_dry_run_lists_every_target_and_runs_nothing():
-    proc = run_module("common.refresh", "--dry-run")
+    proc = run_module("common.runners.refresh", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     listed = [line.split()[0] for line in proc.stdout.splitlines()]
     assert sorted(listed) == sorted(t.name for t in refresh.targets())
@@ -54,9 +55,9 @@ def test_a_dry_run_lists_every_target_and_runs_nothing():
 def test_bad_input_and_a_machine_without_cuda_are_one_line():
     import torch
 
-    proc = run_module("common.refresh", "--only", "recipe-turbo")
+    proc = run_module("common.runners.refresh", "--only", "recipe-turbo")
     assert proc.returncode == 2 and "no target recipe-turbo" in proc.stderr and proc.stderr.count("\n") == 1
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    proc = run_module("common.refresh", "--only", "recipe-amp")
+    proc = run_module("common.runners.refresh", "--only", "recipe-amp")
     assert proc.returncode == 2 and "no CUDA device here" in proc.stderr and proc.stderr.count("\n") == 1

@@ -9,14 +9,14 @@ import time
 import pytest
 import torch
 
-from common import gpu_monitor
+from common.measure import gpu_monitor
 
 from conftest import REPO
 
 
 def run_compare(tmp_path, *flags, fault=None, workloads="churn"):
     env = {**os.environ, **({"COOKBOOK_FAULT": fault} if fault else {})}
-    cmd = [sys.executable, "-m", "common.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
+    cmd = [sys.executable, "-m", "common.runners.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
            "--workloads", workloads, "--reports-dir", str(tmp_path), *flags]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
 
@@ -51,7 +51,7 @@ def test_a_crashing_variant_is_named_and_the_rest_still_runs(tmp_path):
 def test_interrupt_leaves_the_previous_report_and_finished_results(tmp_path, sig):
     previous = "# the previous report\n"
     (tmp_path / "amp.md").write_text(previous)
-    cmd = [sys.executable, "-m", "common.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
+    cmd = [sys.executable, "-m", "common.runners.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
            "--workloads", "churn",
            "--rounds", "2", "--reports-dir", str(tmp_path)]
     # a shell's background job inherits SIGINT ignored; a user's Ctrl-C reaches a foreground process
@@ -75,7 +75,7 @@ def test_interrupt_leaves_the_previous_report_and_finished_results(tmp_path, sig
 
 
 def test_two_runs_at_once_keep_their_files_apart(tmp_path):
-    cmd = [sys.executable, "-m", "common.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
+    cmd = [sys.executable, "-m", "common.runners.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
            "--workloads", "churn",
            "--reports-dir", str(tmp_path)]
     procs = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -95,8 +95,8 @@ def test_two_runs_at_once_keep_their_files_apart(tmp_path):
 
 
 def test_noisy_processes_are_flagged_with_advice():
-    from common import report
-    from common.aggregate import aggregate
+    from common.analysis.aggregate import aggregate
+    from common.render import report
 
     from tests_helpers import run_result
 

@@ -4,8 +4,9 @@ peak, the baselines' step count)."""
 import pytest
 import torch
 
-from common import aggregate, metrics, report, stats
-from common.results import Comparison, Evidence, WorkloadComparison
+from common.analysis import aggregate, metrics, stats
+from common.analysis.results import Comparison, Evidence, WorkloadComparison
+from common.render import report
 
 from tests_helpers import run_result
 
@@ -81,7 +82,7 @@ def test_serving_reports_bytes_moved_per_second():
 def test_the_phase_timer_keeps_the_largest_reserved_peak(monkeypatch):
     """Under --phase-timing every phase resets the allocator's peaks; the run's reserved peak must
     be the largest seen in any phase, not the last phase's."""
-    from common import timing
+    from common.measure import timing
 
     reserved = iter([300 * 2**20, 900 * 2**20, 200 * 2**20])
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: None)
@@ -128,7 +129,7 @@ def test_backward_ops_on_autograd_s_thread_belong_to_the_backward_phase(tmp_path
     main thread) must still own those ops and their launches, while a loader thread's do not."""
     import json
 
-    from common import profiling
+    from common.measure import profiling
 
     ann = lambda name, ts, dur, tid=1: {"ph": "X", "cat": "user_annotation", "name": name, "ts": ts, "dur": dur,  # noqa: E731
                                          "tid": tid}

@@ -1,49 +1,50 @@
-"""The one runner (common/runner.py), typed results and parity: unit tests with no child process
+"""The one runner (common/launch.py), typed results and parity: unit tests with no child process
 except where the runner's launch itself is the subject."""
 import json
 import sys
 
 import pytest
 
-from common import aggregate, runner
+from common.analysis import aggregate
+from common.analysis.results import SCHEMA_VERSION, Comparison, RunResult, read_result, write_result
 from common.errors import CookbookError
-from common.results import SCHEMA_VERSION, Comparison, RunResult, read_result, write_result
+from common.runners import launch
 
 from tests_helpers import run_result
 
 
 def test_one_data_grammar_for_every_runner():
-    assert runner.data_flags(["synthetic"], ["churn", "resnet18"]) == {"churn": ["--data", "synthetic"],
+    assert launch.data_flags(["synthetic"], ["churn", "resnet18"]) == {"churn": ["--data", "synthetic"],
                                                                       "resnet18": ["--data", "synthetic"]}
-    flags = runner.data_flags(["churn=/x/telco.csv", "resnet18=/y/cifar"], ["churn", "resnet18"])
+    flags = launch.data_flags(["churn=/x/telco.csv", "resnet18=/y/cifar"], ["churn", "resnet18"])
     assert flags == {"churn": ["--data", "/x/telco.csv"], "resnet18": ["--data", "/y/cifar"]}
-    assert runner.data_flags(["churn=/x/telco.csv"], ["resnet18"]) == {"resnet18": []}  # never sent to ResNet-18
+    assert launch.data_flags(["churn=/x/telco.csv"], ["resnet18"]) == {"resnet18": []}  # never sent to ResNet-18
     for bad in ("/x/telco.csv", "gpt2=/x", "churn="):
         with pytest.raises(CookbookError, match="WORKLOAD=PATH"):
-            runner.data_flags([bad], ["churn"])
+            launch.data_flags([bad], ["churn"])
 
 
 def test_the_ladder_and_the_diagnosis_take_the_same_grammar():
-    from common import diagnose, ladder
+    from common.runners import climb, diagnose
 
-    args = ladder.parse_args(["--data", "churn=/x/telco.csv", "--data", "resnet18=/y"])
+    args = climb.parse_args(["--data", "churn=/x/telco.csv", "--data", "resnet18=/y"])
     assert args.data == ["churn=/x/telco.csv", "resnet18=/y"]
     assert diagnose.parse_args(["churn", "--data", "synthetic"]).data == ["synthetic"]
 
 
 def test_rounds_alternate_who_goes_first():
-    assert runner.alternating(["slow", "fast"], 1) == ["slow", "fast"]
-    assert runner.alternating(["slow", "fast"], 2) == ["fast", "slow"]
-    assert runner.alternating(range(3), 2) == [2, 1, 0]
+    assert launch.alternating(["slow", "fast"], 1) == ["slow", "fast"]
+    assert launch.alternating(["slow", "fast"], 2) == ["fast", "slow"]
+    assert launch.alternating(range(3), 2) == [2, 1, 0]
 
 
 def test_the_cpu_set_is_chosen_and_checked():
-    usable = runner.env.cpu_set()
-    assert runner.cpu_set(None) == (usable[1:] if len(usable) >= 4 else usable)
-    assert runner.cpu_set(str(usable[0])) == [usable[0]]
+    usable = launch.env.cpu_set()
+    assert launch.cpu_set(None) == (usable[1:] if len(usable) >= 4 else usable)
+    assert launch.cpu_set(str(usable[0])) == [usable[0]]
     for bad in ("x", "99999", "0-99999"):
         with pytest.raises(CookbookError, match="--cpus"):
-            runner.cpu_set(bad)
+            launch.cpu_set(bad)
 
 
 def test_the_device_check_is_one_line_without_cuda():
@@ -52,15 +53,15 @@ def test_the_device_check_is_one_line_without_cuda():
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     with pytest.raises(CookbookError, match="CUDA is not available"):
-        runner.use_cuda("cuda")
-    assert runner.use_cuda("auto") is False
+        launch.use_cuda("cuda")
+    assert launch.use_cuda("auto") is False
 
 
 def test_the_progress_line_estimates_the_time_left():
     import time
 
-    assert runner.progress(1, 10, time.perf_counter(), "churn slow round 1") == "[1/10] churn slow round 1 ..."
-    line = runner.progress(3, 10, time.perf_counter() - 60, "x")
+    assert launch.progress(1, 10, time.perf_counter(), "churn slow round 1") == "[1/10] churn slow round 1 ..."
+    line = launch.progress(3, 10, time.perf_counter() - 60, "x")
     assert line.startswith("[3/10, ~4 min left] x")
 
 
@@ -68,7 +69,7 @@ def test_launch_reads_a_result_a_failure_and_an_out_of_memory(tmp_path):
     script = tmp_path / "child.py"
     script.write_text(
         "import sys, json, os\n"
-        "from common.results import write_result\n"
+        "from common.analysis.results import write_result\n"
         "sys.path.insert(0, os.environ['HELPERS'])\n"
         "from tests_helpers import run_result\n"
         "out = sys.argv[sys.argv.index('--out') + 1]\n"
@@ -79,12 +80,12 @@ def test_launch_reads_a_result_a_failure_and_an_out_of_memory(tmp_path):
         "raise SystemExit(3 if kind == 'oom' else 0)\n")
     import os
 
-    os.environ["HELPERS"] = str(runner.env.REPO_ROOT / "tests")
-    ok = runner.launch([str(script)], ["ok"], tmp_path / "a.json")
+    os.environ["HELPERS"] = str(launch.env.REPO_ROOT / "tests")
+    ok = launch.child([str(script)], ["ok"], tmp_path / "a.json")
     assert ok.kind == "ok" and isinstance(ok.result, RunResult) and ok.result.timing.summary.n == 20
-    oom = runner.launch([str(script)], ["oom"], tmp_path / "b.json")
+    oom = launch.child([str(script)], ["oom"], tmp_path / "b.json")
     assert oom.kind == "oom" and oom.returncode == 3
-    bad = runner.launch([str(script)], ["crash"], tmp_path / "c.json")
+    bad = launch.child([str(script)], ["crash"], tmp_path / "c.json")
     assert bad.kind == "failed" and bad.returncode == 1 and "boom" in bad.tail[-1] and bad.log.exists()
     failure = bad.failure("churn slow", 2)
     assert failure.what == "churn slow" and failure.round == 2 and failure.tail == bad.tail
@@ -112,7 +113,7 @@ def test_a_result_of_another_schema_is_one_line_naming_the_file_and_the_command(
 def test_report_of_an_old_results_file_is_one_line(tmp_path, monkeypatch):
     from conftest import run_module
 
-    proc = run_module("common.report", "no_such_recipe")
+    proc = run_module("common.render.report", "no_such_recipe")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
 
 
@@ -166,7 +167,7 @@ def test_harness_hooks_are_restored_after_finish(tmp_path):
     from common import harness
 
     before = sys.excepthook, signal.getsignal(signal.SIGTERM)
-    run = harness.start(str(runner.env.REPO_ROOT / "recipes" / "amp" / "churn_slow.py"), None,
+    run = harness.start(str(launch.env.REPO_ROOT / "recipes" / "amp" / "churn_slow.py"), None,
                         ["--smoke", "--profile-steps", "0", "--out", str(tmp_path / "r.json")])
     assert sys.excepthook != before[0]
     for _ in run.loop(iter(range(100))):
@@ -176,7 +177,7 @@ def test_harness_hooks_are_restored_after_finish(tmp_path):
 
 
 def test_fault_injection_wraps_the_batch_stream(monkeypatch):
-    from common import faults
+    from common.measure import faults
 
     monkeypatch.setenv(faults.ENV, "crash:fast:churn")
     assert faults.planned("fast", "churn") == "crash" and faults.planned("slow", "churn") is None
@@ -198,26 +199,26 @@ def test_a_relative_reports_folder_is_taken_from_where_the_runner_starts(tmp_pat
 
     monkeypatch.chdir(tmp_path)
     p = argparse.ArgumentParser()
-    runner.add_flags(p)
+    launch.add_flags(p)
     assert p.parse_args(["--reports-dir", "out"]).reports_dir == str(tmp_path / "out")
 
 
 def test_the_rounds_engine_alternates_stops_when_told_and_keeps_failures(capsys, monkeypatch):
-    from common.results import RunResult
+    from common.analysis.results import RunResult
 
     order = []
 
     def run_one(item, round_no):
         order.append((item, round_no))
         if (item, round_no) == ("b", 2):
-            return runner.Outcome("failed", None, 0.1, runner.Path("x.log"), 1, ["boom"])
+            return launch.Outcome("failed", None, 0.1, launch.Path("x.log"), 1, ["boom"])
         r = RunResult.__new__(RunResult)
         r.status = "ok"
-        return runner.Outcome("ok", r, 0.1, runner.Path("x.log"), 0, [])
+        return launch.Outcome("ok", r, 0.1, launch.Path("x.log"), 0, [])
 
-    monkeypatch.setattr(runner.Outcome, "describe", lambda self: self.kind)  # no timing to describe here
-    counter = runner.Counter({"w": (2, 10)})
-    done = runner.rounds(["a", "b"], run_one, 5, counter, "w", lambda i, n: f"{i} {n}",
+    monkeypatch.setattr(launch.Outcome, "describe", lambda self: self.kind)  # no timing to describe here
+    counter = launch.Counter({"w": (2, 10)})
+    done = launch.rounds(["a", "b"], run_one, 5, counter, "w", lambda i, n: f"{i} {n}",
                          stop=lambda n, d: "a failure" if d.failures else None)
     assert order == [("a", 1), ("b", 1), ("b", 2), ("a", 2)]  # round 2 runs backwards
     assert [(i, n) for i, n, _ in done.failures] == [("b", 2)] and done.stopped == "a failure"

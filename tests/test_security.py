@@ -5,7 +5,7 @@ import re
 import subprocess
 import sys
 
-from common import traceview
+from common.render import tensorboard
 
 from conftest import REPO
 
@@ -15,7 +15,7 @@ SOURCES = [p for folder in ("common", "recipes", "baselines") for p in (REPO / f
 def test_tensorboard_binds_loopback_unless_asked():
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"^HOST \?= 127\.0\.0\.1$", makefile, re.M)
-    assert traceview.DEFAULT_HOST == "127.0.0.1"  # and test_tensorboard checks the bound address
+    assert tensorboard.DEFAULT_HOST == "127.0.0.1"  # and test_tensorboard checks the bound address
 
 
 def test_no_pickle_loading_outside_the_cifar10_reader():
@@ -30,7 +30,7 @@ def test_no_pickle_loading_outside_the_cifar10_reader():
 def test_kaggle_credentials_never_reach_output(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "COOKBOOK_OFFLINE"}  # let kagglehub try (and fail)
     env.update(KAGGLE_USERNAME="sentinel-user-4931", KAGGLE_KEY="sentinel-key-8f2a77")
-    proc = subprocess.run([sys.executable, "-m", "common.compare", "amp", "--smoke", "--device", "cpu",
+    proc = subprocess.run([sys.executable, "-m", "common.runners.compare", "amp", "--smoke", "--device", "cpu",
                            "--workloads", "churn",
                            "--reports-dir", str(tmp_path)], cwd=REPO, capture_output=True, text=True, env=env,
                           timeout=600)

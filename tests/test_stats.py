@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common import stats
+from common.analysis import stats
 
 H100 = Path(__file__).parent / "data" / "h100-2026-11-22"
 
@@ -41,7 +41,7 @@ def test_two_rounds_give_a_true_median_not_the_maximum():
     """The old code took sorted(x)[len(x) // 2]: with two processes, the larger one."""
     s = stats.speedup([10.0, 14.0], [5.0, 7.0])
     assert s.ratio == pytest.approx(12.0 / 6.0)
-    from common.aggregate import aggregate
+    from common.analysis.aggregate import aggregate
 
     from tests_helpers import run_result
 
@@ -64,7 +64,7 @@ def test_the_words_follow_the_interval():
 
 
 def _simulate(true_ratio, between_cv, trials, seed, least=3, most=10):
-    """The runner's procedure (common.compare.run_workload) on simulated processes: per-process
+    """The runner's procedure (common.runners.compare.run_workload) on simulated processes: per-process
     medians with lognormal noise between processes, like the H100 host's; a look after every round
     from `least` on; stop when the interval decides, or at `most`."""
     rng = random.Random(seed)

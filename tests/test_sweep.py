@@ -1,15 +1,15 @@
 """`make sweep-<recipe>`: the regime map writes its report and plot, and names the crossover."""
 import json
 
-from common import sweep
-from common.results import Speedup
+from common.analysis.results import Speedup
+from common.runners import sweep
 
 from conftest import run_module
 
 
 def test_a_smoke_sweep_writes_its_report_and_plot(tmp_path):
-    proc = run_module("common.sweep", "amp", "--smoke", "--device", "cpu", "--data", "synthetic", "--reports-dir",
-                      str(tmp_path),
+    proc = run_module("common.runners.sweep", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
+                      "--reports-dir", str(tmp_path),
                       timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     md = (tmp_path / "sweep_amp.md").read_text()
@@ -39,5 +39,5 @@ def test_the_crossover_is_where_the_speedup_starts_to_hold():
 
 
 def test_a_recipe_without_a_sweep_is_one_line():
-    proc = run_module("common.sweep", "set_to_none")
+    proc = run_module("common.runners.sweep", "set_to_none")
     assert proc.returncode == 2 and "has no sweep" in proc.stderr and proc.stderr.count("\n") == 1

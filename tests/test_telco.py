@@ -2,8 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from common import telco
 from common.errors import CookbookError
+from common.workloads import telco
 
 
 @pytest.fixture(scope="module")

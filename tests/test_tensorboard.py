@@ -39,7 +39,7 @@ def test_profiler_plugin_lists_runs_and_views(amp_smoke):
     pytest.importorskip("torch_tb_profiler")
     _, reports = amp_smoke
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "common.traceview", "--logdir", str(reports / "traces"),
+    proc = subprocess.Popen([sys.executable, "-m", "common.render.tensorboard", "--logdir", str(reports / "traces"),
                              "--port", str(port)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         runs, deadline = [], time.time() + 90
@@ -67,7 +67,7 @@ def test_taken_port_is_one_clear_error(amp_smoke):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-        proc = subprocess.run([sys.executable, "-m", "common.traceview", "--logdir", str(reports / "traces"),
+        proc = subprocess.run([sys.executable, "-m", "common.render.tensorboard", "--logdir", str(reports / "traces"),
                                "--port", str(port)], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and f"port {port} on 127.0.0.1 is taken" in proc.stderr

@@ -11,8 +11,10 @@ from statistics import median
 import torch
 from torch.utils import benchmark
 
-from common import compare, harness, models, telco
-from common.device_batches import DeviceBatches
+from common import harness, models
+from common.runners import compare
+from common.workloads import telco
+from common.workloads.device_batches import DeviceBatches
 from recipes import amp
 
 from conftest import REPO

@@ -9,7 +9,7 @@ PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.02, "window
                                           "early_rtol": 1e-4, "rtol": 1e-4}}}
 # (graph breaks and recompilations have their own line in the report: the eager twin has none)
 EVIDENCE = ("gpu_idle_share", "ops_per_step", "first_step_s")
-# the goals of this version on an H100 (common/goals.py)
+# the goals of this version on an H100 (common/analysis/goals.py)
 GOALS = {"resnet18": {"min_speedup": 1.5}, "churn_serving": {"min_speedup": 1.8}}
 # Churn is the served model: batches of 512 requests (the seed's largest sweep sizes), results
 # copied back to the host as a caller would need them. ResNet-18 at batch 32: launch-bound on an

@@ -8,7 +8,7 @@ PARITY = {"what": "training loss", "early_steps": 0, "early_rtol": 0.0, "window"
           "workloads": {"churn_serving": {"what": "mean churn probability per served batch", "early_steps": 5,
                                           "early_rtol": 1e-4, "rtol": 1e-4}}}
 EVIDENCE = ("gpu_idle_share", "cpu_ms_per_step", "launch_ms_per_step", "ops_per_step")
-# the goal of this version on an H100 (common/goals.py)
+# the goal of this version on an H100 (common/analysis/goals.py)
 GOALS = {"churn": {"min_speedup": 3.0}}
 # churn training at the seed's batch 64: about 2.4 ms of host work for 0.3 ms of GPU work per step;
 # serving at batch 512, answers copied to the host

@@ -5,7 +5,7 @@ TITLE = "Fused and multi-tensor ops"
 # to rounding.
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
 EVIDENCE = ("optimizer_kernels", "optimizer_ops", "optimizer_gpu_ms", "optimizer_host_ms", "kernels_per_step")
-# the goal of this version on an H100 (common/goals.py)
+# the goal of this version on an H100 (common/analysis/goals.py)
 GOALS = {"resnet18": {"min_speedup": 1.5}}
 # ResNet-18's 62 parameter tensors at the seed's batch 32: the optimizer's launches are a large part
 # of a short step there

@@ -5,7 +5,7 @@ TITLE = "Host-sync removal"
 # agree to rounding (GPU kernels that are not deterministic may drift them slowly apart).
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
 EVIDENCE = ("syncs_per_step", "gpu_idle_share")
-# the goal of this version on an H100 (common/goals.py)
+# the goal of this version on an H100 (common/analysis/goals.py)
 GOALS = {"resnet18": {"min_speedup": 1.2}}
 # The seed's serving-size batch for churn: big enough that the GPU could run ahead of the host,
 # which a sync per step forbids.

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from common import datasource
+from common import env
 from common.errors import CookbookError
+from common.workloads import datasource
 
 BATCHES = "cifar-10-batches-py"
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
@@ -121,14 +122,14 @@ def _download(root: Path) -> Path:
 
 def locate(data_arg: str | None) -> tuple[Path, bool, dict]:
     """(torchvision root, whether checksums apply, source record)."""
-    synthetic_root = datasource.data_dir() / "cifar10-synthetic"
+    synthetic_root = env.data_dir() / "cifar10-synthetic"
     if data_arg == "synthetic":
         return write_synthetic(synthetic_root), False, datasource.source(
             "synthetic", None, "synthetic images in the CIFAR-10 pickle format (not real data)")
     if data_arg:
         return check_folder(Path(data_arg)), True, datasource.source("local", str(data_arg))
     reason = "offline mode"
-    real = datasource.data_dir() / "cifar10"
+    real = env.data_dir() / "cifar10"
     if (real / BATCHES).is_dir():
         try:  # downloaded before: no network needed
             return check_folder(real), True, datasource.source("real", "torchvision.datasets.CIFAR10 (cached)")

@@ -1,6 +1,6 @@
 """`make ladder`: every rung of each workload's ladder, then reports/ladder_<workload>.md.
 
-    python -m common.ladder [churn|resnet18 ...] [--smoke] [--rounds N] [--device ...] [--data synthetic]
+    python -m common.runners.climb [churn|resnet18 ...] [--smoke] [--rounds N] [--device ...] [--data synthetic]
 
 Each rung runs in its own process, pinned to the same cores; a round climbs the ladder and the next
 one climbs down, so drift hits every rung alike. Speedups are throughput ratios (samples/s), since
@@ -14,12 +14,15 @@ import sys
 from pathlib import Path
 
 import ladder
-from common import ceiling, env, metrics, plotting, runner, stats
-from common.aggregate import aggregate, parity, parity_failure
+from common import env
+from common.analysis import metrics, stats
+from common.analysis.aggregate import aggregate, parity, parity_failure
+from common.analysis.results import LadderSummary, Rung, atomic_write_bytes, atomic_write_text, write_result
 from common.cli import OneLineParser, check_script_flags, split_passthrough
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
-from common.results import LadderSummary, Rung, atomic_write_bytes, atomic_write_text, write_result
+from common.render import plots
+from common.runners import launch
 
 # the issues' targets on an H100-class GPU, checked in the report (never on CPU)
 TARGETS = {
@@ -30,10 +33,10 @@ TARGETS = {
 
 
 def parse_args(argv):
-    p = OneLineParser(prog="python -m common.ladder", description=__doc__,
+    p = OneLineParser(prog="python -m common.runners.climb", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("workloads", nargs="*", help=f"which ladders (default: {' '.join(ladder.LADDERS)})")
-    runner.add_flags(p, rounds_help="rounds over the ladder (default 2: an interval from the fewest processes that "
+    launch.add_flags(p, rounds_help="rounds over the ladder (default 2: an interval from the fewest processes that "
                                     "give one, to keep make ladder within about 12 minutes on an H100; 1 with --smoke)")
     own, script_args = split_passthrough(argv)
     args = p.parse_args(own)
@@ -55,21 +58,21 @@ def climb(workload, args, cuda, cpus, results_dir, reports_dir, command, counter
     mode = "smoke" if args.smoke else "cuda" if cuda else "cpu"
     rounds = rounds_of(args)
     flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
-    flags += runner.data_flags(args.data, [workload])[workload] + args.script_args
+    flags += launch.data_flags(args.data, [workload])[workload] + args.script_args
     out_dir = results_dir / workload
     out_dir.mkdir(parents=True, exist_ok=True)
     traces = Path(reports_dir) / "traces" / "ladder" / workload
-    counter = counter or runner.Counter({workload: (rounds * len(spec.rungs),) * 2})
+    counter = counter or launch.Counter({workload: (rounds * len(spec.rungs),) * 2})
 
     def run_one(i, round_no):
         rung_flags = ["--rung", str(i), "--trace-dir", str(traces / f"rung{i}"), *flags,
                       *spec.rungs[i].flags.get(mode, [])]
         if round_no > 1:
             rung_flags += ["--profile-steps", "0", "--probe-steps", "0"]  # evidence and parity: round 1
-        return runner.launch(["-m", spec.script], rung_flags, out_dir / f"rung{i}_r{round_no}.json", cpus=cpus,
+        return launch.child(["-m", spec.script], rung_flags, out_dir / f"rung{i}_r{round_no}.json", cpus=cpus,
                              rerun="make ladder")
 
-    done = runner.rounds(range(len(spec.rungs)), run_one, rounds, counter, workload,
+    done = launch.rounds(range(len(spec.rungs)), run_one, rounds, counter, workload,
                          lambda i, n: f"{workload} rung {i} ({spec.rungs[i].name}) round {n}")
     runs, failures = done.runs, [outcome.failure(f"rung {i}", n) for i, n, outcome in done.failures]
     return summarize(workload, runs, failures, rounds, mode, command, cpus)
@@ -134,13 +137,13 @@ def _targets(summary: LadderSummary) -> list[str]:
 
 
 def _plot(summary: LadderSummary) -> bytes:
-    return plotting.png(_figure(summary))
+    return plots.png(_figure(summary))
 
 
 def _figure(summary: LadderSummary):
     """Throughput per rung on a log axis (samples/s below, the speedup over rung 0 above, in x), each
     bar labelled with its cumulative speedup."""
-    plt = plotting.pyplot()
+    plt = plots.pyplot()
 
     rows = [r for r in summary.rungs if r.status == "ok"][::-1]  # rung 0 at the top
     fig, ax = plt.subplots(figsize=(8, 0.42 * len(rows) + 2.0), layout="constrained")
@@ -149,7 +152,7 @@ def _figure(summary: LadderSummary):
     lo, hi = min(values) / 2, max(values) * 2.5  # room on the right for the labels
     ax.set_xscale("log")
     ax.set_xlim(lo, hi)
-    plotting.count_axis(ax.xaxis, log=True)
+    plots.count_axis(ax.xaxis, log=True)
     for y, r in enumerate(rows):
         if r.cumulative:
             ax.text(values[y] * 1.06, y, f"{r.cumulative:.1f}x", va="center", fontsize=8)
@@ -157,10 +160,10 @@ def _figure(summary: LadderSummary):
     base = next((r.aggregate.throughput_per_s for r in rows if r.index == 0), None)
     if base:
         top = ax.secondary_xaxis("top", functions=(lambda x: x / base, lambda x: x * base))
-        plotting.speedup_ticks(top.xaxis, lo / base, hi / base)
+        plots.speedup_ticks(top.xaxis, lo / base, hi / base)
         top.set_xlabel("speedup over rung 0", fontsize=9)
     e = rows[-1].aggregate.env if rows else None
-    fig.suptitle(plotting.wrap(f"ladder {summary.workload}: {env.describe_device(e) if e else ''}", 100), fontsize=10)
+    fig.suptitle(plots.wrap(f"ladder {summary.workload}: {env.describe_device(e) if e else ''}", 100), fontsize=10)
     return fig
 
 
@@ -213,11 +216,10 @@ def render(summary: LadderSummary, reports_dir: Path) -> list[Path]:
                      f"{_incremental(r.incremental)} | {ptxt} |")
     lines += ["", "Speedups are throughput ratios (samples/s at the median of the per-process medians); the "
                   f"incremental one is against the rung below, with a {stats.METHOD} on time per sample: '(n.s.)' "
-                  "where it includes "
-                  "1, **slower** where the rung lost speed. TFLOP/s from FlopCounterMode's count of one step; MFU "
-                  "against this card's measured bf16 matmul ceiling (`python -m common.ceiling`). Parity compares each "
-                  "rung's first steps and windowed means with rung 0's, within the tolerance of the techniques it adds "
-                  "(see `ladder/__init__.py`)."]
+                  "where it includes 1, **slower** where the rung lost speed. TFLOP/s from FlopCounterMode's count "
+                  "of one step; MFU against this card's measured bf16 matmul ceiling "
+                  "(`python -m common.measure.ceiling`). Parity compares each rung's first steps and windowed means "
+                  "with rung 0's, within the tolerance of the techniques it adds (see `ladder/__init__.py`)."]
     if e and e.device_type != "cuda":
         lines.append("This is a CPU run: it checks that every rung works and keeps parity; it is not a GPU result.")
     for f in summary.failures:
@@ -235,8 +237,8 @@ def render(summary: LadderSummary, reports_dir: Path) -> list[Path]:
 def check(args) -> None:
     """What the ladders will be given, checked before any rung runs: the --data paths as their loaders
     read them, and the flags after -- as each ladder script's parser reads them."""
-    runner.data_flags(args.data, WORKLOADS)
-    runner.check_data(args.data, WORKLOADS)  # every path given
+    launch.data_flags(args.data, WORKLOADS)
+    launch.check_data(args.data, WORKLOADS)  # every path given
     if args.script_args:
         for w in args.workloads or list(ladder.LADDERS):
             spec = ladder.spec(w)
@@ -257,16 +259,16 @@ def _why(w: str, summary: LadderSummary, r: Rung, logs: bool = True) -> str:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
-    cuda = runner.use_cuda(args.device)
-    cpus = runner.cpu_set(args.cpus)
+    cuda = launch.use_cuda(args.device)
+    cpus = launch.cpu_set(args.cpus)
     check(args)
     reports_dir = Path(args.reports_dir)
-    results_dir = runner.output_folder(reports_dir, "ladder")  # checked ...
-    runner.make_folder(results_dir, reports_dir)  # ... and created once every input has passed
-    ceiling.ensure(cuda)
-    command = "make ladder" if not argv else "python -m common.ladder " + " ".join(argv)
+    results_dir = launch.output_folder(reports_dir, "ladder")  # checked ...
+    launch.make_folder(results_dir, reports_dir)  # ... and created once every input has passed
+    launch.ensure_ceiling(cuda)
+    command = "make ladder" if not argv else "python -m common.runners.climb " + " ".join(argv)
     workloads = args.workloads or list(ladder.LADDERS)
-    counter = runner.Counter({w: (rounds_of(args) * len(ladder.spec(w).rungs),) * 2 for w in workloads})
+    counter = launch.Counter({w: (rounds_of(args) * len(ladder.spec(w).rungs),) * 2 for w in workloads})
     wrong, short = [], []
     for w in workloads:
         summary = climb(w, args, cuda, cpus, results_dir, reports_dir, command, counter)
@@ -288,4 +290,4 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except CookbookError as e:
-        exit_with(e, "common.ladder")
+        exit_with(e, "common.runners.climb")

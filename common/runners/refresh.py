@@ -1,7 +1,7 @@
 """`make refresh BUDGET=540`: the real targets, within a time budget, those whose committed report
 is missing or oldest first, so that each short stretch of GPU time ends with reports to commit.
 
-    python -m common.refresh [--budget SECONDS] [--only NAME,...] [--dry-run] [--tar FILE]
+    python -m common.runners.refresh [--budget SECONDS] [--only NAME,...] [--dry-run] [--tar FILE]
 
 A target is a recipe (reports/<recipe>.md), a sweep (sweep_<recipe>.md), a ladder (ladder_<workload>.md)
 or a diagnosis (baseline_<workload>.md), run with its defaults. Its age is the date of the last commit
@@ -21,11 +21,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import recipes
+from common import catalog
+from common.analysis.results import atomic_write_bytes, atomic_write_text
 from common.cli import OneLineParser, pick, positive_int
 from common.env import REPO_ROOT
 from common.errors import CookbookError, exit_with
-from common.results import atomic_write_bytes, atomic_write_text
+from common.runners import launch
 
 # seconds a target takes with its defaults on an H100 when this machine has not run it yet: a
 # recipe's 3-10 rounds per pair, a sweep's 5 points x 3 rounds, a ladder's rungs x 2 rounds
@@ -42,11 +43,13 @@ class Target:
 
 
 def targets() -> list[Target]:
-    found = [Target(f"recipe-{r}", "recipe", f"{r}.md", ["-m", "common.compare", r]) for r in recipes.available()]
-    found += [Target(f"sweep-{r}", "sweep", f"sweep_{r}.md", ["-m", "common.sweep", r]) for r in recipes.swept()]
-    found += [Target(f"ladder-{w}", "ladder", f"ladder_{w}.md", ["-m", "common.ladder", w])
+    found = [Target(f"recipe-{r}", "recipe", f"{r}.md", ["-m", "common.runners.compare", r])
+             for r in catalog.available()]
+    found += [Target(f"sweep-{r}", "sweep", f"sweep_{r}.md", ["-m", "common.runners.sweep", r])
+              for r in catalog.swept()]
+    found += [Target(f"ladder-{w}", "ladder", f"ladder_{w}.md", ["-m", "common.runners.climb", w])
               for w in ("churn", "resnet18")]
-    found += [Target(f"diagnose-{w}", "diagnose", f"baseline_{w}.md", ["-m", "common.diagnose", w])
+    found += [Target(f"diagnose-{w}", "diagnose", f"baseline_{w}.md", ["-m", "common.runners.diagnose", w])
               for w in ("churn", "resnet18")]
     return found
 
@@ -85,7 +88,7 @@ def write_tar(path: Path, reports_dir: Path) -> None:
 
 
 def parse_args(argv):
-    p = OneLineParser(prog="python -m common.refresh", description=__doc__,
+    p = OneLineParser(prog="python -m common.runners.refresh", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--budget", type=positive_int, default=540, metavar="SECONDS",
                    help="start no target that is not expected to end within this (default 540)")
@@ -105,13 +108,11 @@ def main(argv=None) -> int:
         if args.tar and not Path(args.tar).absolute().parent.is_dir():
             raise CookbookError(f"--tar {args.tar}: no such folder")
         if not args.dry_run:
-            import torch
-
-            if not torch.cuda.is_available():
+            if not launch.cuda_available():
                 raise CookbookError("no CUDA device here: the committed reports come from GPU runs only "
                                     "(--dry-run shows the order)")
     except CookbookError as e:
-        exit_with(e, "common.refresh")
+        exit_with(e, "common.runners.refresh")
     history = json.loads(history_path.read_text()) if history_path.exists() else {}
     queue = order(chosen)
     if args.dry_run:

@@ -2,10 +2,10 @@
 technique pays (batch size; DataLoader workers), with the speedup's interval at every point and the
 crossover marked.
 
-    python -m common.sweep amp [--smoke] [--rounds N] [--values 16,32,64] [--device ...] [--data synthetic]
+    python -m common.runners.sweep amp [--smoke] [--rounds N] [--values 16,32,64] [--device ...] [--data synthetic]
 
 Each point is a small comparison: slow and fast alternating, each run in its own process, pinned
-(common/runner.py), for a fixed number of rounds (default 3 on CUDA, 2 on a CPU), so every point has
+(common/launch.py), for a fixed number of rounds (default 3 on CUDA, 2 on a CPU), so every point has
 an interval over processes. Writes reports/sweep_<recipe>.md and .png (speedup with its interval,
 and peak memory, against the knob). Every input (each --values entry by the scripts' own rule for the
 knob, each --data path, the flags after --, the reports folder) is checked before the first run.
@@ -15,19 +15,22 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import ceiling, env, index, plotting, recipes, runner, stats
-from common.aggregate import aggregate, parity, parity_failure
+from common import catalog, env
+from common.analysis import stats
+from common.analysis.aggregate import aggregate, parity, parity_failure
+from common.analysis.results import Point, SweepResult, atomic_write_bytes, atomic_write_text, write_result
 from common.cli import OneLineParser, check_script_flags, check_value, split_passthrough
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
-from common.results import Point, SweepResult, atomic_write_bytes, atomic_write_text, write_result
+from common.render import index, plots
+from common.runners import launch
 
 
 def parse_args(argv):
-    p = OneLineParser(prog="python -m common.sweep", description=__doc__,
+    p = OneLineParser(prog="python -m common.runners.sweep", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("recipe")
-    runner.add_flags(p, rounds_help="rounds per point (default 3 on CUDA, 2 on a CPU and with --smoke)")
+    launch.add_flags(p, rounds_help="rounds per point (default 3 on CUDA, 2 on a CPU and with --smoke)")
     p.add_argument("--values", help="the knob's values, comma-separated (default: the recipe's SWEEP for this device)")
     own, script_args = split_passthrough(argv)
     args = p.parse_args(own)
@@ -36,9 +39,9 @@ def parse_args(argv):
 
 
 def spec_of(recipe: str) -> dict:
-    spec = getattr(recipes.settings(recipe), "SWEEP", None)
+    spec = getattr(catalog.settings(recipe), "SWEEP", None)
     if spec is None:
-        have = recipes.swept()
+        have = catalog.swept()
         raise CookbookError(f"recipe {recipe!r} has no sweep; these do: {', '.join(have)}")
     return spec
 
@@ -91,11 +94,11 @@ def knob_values(text: str | None, spec: dict, mode: str, recipe: str) -> list[in
     if not text:
         return spec["values"][mode]
     pair = spec["pair"]
-    overrides = getattr(recipes.settings(recipe), "DEFAULTS", {})
+    overrides = getattr(catalog.settings(recipe), "DEFAULTS", {})
     values = set()
     for part in text.split(","):
         try:
-            values.add(check_value(spec["flag"], part.strip(), recipes.workload_of(pair), overrides, pair))
+            values.add(check_value(spec["flag"], part.strip(), catalog.workload_of(pair), overrides, pair))
         except CookbookError as e:
             raise CookbookError(f"--values {text!r}: {part.strip()!r} is not a valid {spec['knob']} ({e}); give whole "
                                 f"numbers separated by commas, e.g. {','.join(map(str, spec['values'][mode]))}") \
@@ -105,23 +108,23 @@ def knob_values(text: str | None, spec: dict, mode: str, recipe: str) -> list[in
 
 def make_plan(argv) -> SweepPlan:
     args = parse_args(argv)
-    recipe = recipes.check(args.recipe)
+    recipe = catalog.check(args.recipe)
     spec = spec_of(recipe)
-    cuda = runner.use_cuda(args.device)
+    cuda = launch.use_cuda(args.device)
     mode = "smoke" if args.smoke else "cuda" if cuda else "cpu"
     values = knob_values(args.values, spec, mode, recipe)
     rounds = args.rounds or (3 if cuda and not args.smoke else 2)
     pair = spec["pair"]
-    workload = recipes.workload_of(pair)
-    data = runner.data_flags(args.data, [workload])[workload]
-    runner.check_data(args.data, WORKLOADS)  # every path given, read as its loader reads it
-    cpus = runner.cpu_set(args.cpus)
+    workload = catalog.workload_of(pair)
+    data = launch.data_flags(args.data, [workload])[workload]
+    launch.check_data(args.data, WORKLOADS)  # every path given, read as its loader reads it
+    cpus = launch.cpu_set(args.cpus)
     if args.script_args:
         knob = spec["flag"].lstrip("-").replace("-", "_")  # the sweep sets it: --values, not -- --batch-size
-        check_script_flags(args.script_args, workload, getattr(recipes.settings(recipe), "DEFAULTS", {}), pair,
+        check_script_flags(args.script_args, workload, getattr(catalog.settings(recipe), "DEFAULTS", {}), pair,
                            prog=f"python -m recipes.{recipe}.{pair}_slow",
                            reserved={"out": None, knob: "it is the sweep's knob: give its values with --values"})
-    out_dir = runner.output_folder(args.reports_dir, "sweep", recipe)  # checked; created when the sweep starts
+    out_dir = launch.output_folder(args.reports_dir, "sweep", recipe)  # checked; created when the sweep starts
     flags = ["--device", args.device, "--profile-steps", "0"] + (["--smoke"] if args.smoke else [])
     return SweepPlan(recipe=recipe, spec=spec, cuda=cuda, mode=mode, values=values, rounds=rounds, cpus=cpus,
                      out_dir=out_dir, flags=flags + data + args.script_args, reports_dir=Path(args.reports_dir))
@@ -130,13 +133,13 @@ def make_plan(argv) -> SweepPlan:
 def run_sweep(argv) -> tuple[SweepResult, Path]:
     plan = make_plan(argv)
     recipe, spec, values, rounds, cpus, flags = plan.recipe, plan.spec, plan.values, plan.rounds, plan.cpus, plan.flags
-    out_dir = runner.make_folder(plan.out_dir, plan.reports_dir)  # every input has passed: now the first write
+    out_dir = launch.make_folder(plan.out_dir, plan.reports_dir)  # every input has passed: now the first write
     pair = spec["pair"]
-    settings = recipes.settings(recipe)
-    rule = recipes.parity_rule(recipe, pair)
-    ceiling.ensure(plan.cuda)
+    settings = catalog.settings(recipe)
+    rule = catalog.parity_rule(recipe, pair)
+    launch.ensure_ceiling(plan.cuda)
     total = len(values) * rounds * 2
-    counter = runner.Counter({value: (rounds * 2,) * 2 for value in values})
+    counter = launch.Counter({value: (rounds * 2,) * 2 for value in values})
     print(f"sweep {recipe}/{pair} over {spec['knob']} {values}: {rounds} round(s) per point, {total} runs, "
           f"cores {env.cpu_ranges(cpus)}; logs in {out_dir}", flush=True)
     points = []
@@ -144,13 +147,13 @@ def run_sweep(argv) -> tuple[SweepResult, Path]:
         point = Point(value=value)
 
         def run_one(variant, round_no, value=value):
-            return runner.launch(["-m", f"recipes.{recipe}.{pair}_{variant}"],
+            return launch.child(["-m", f"recipes.{recipe}.{pair}_{variant}"],
                                  flags + [spec["flag"], str(value)]
                                  + (["--probe-steps", "0"] if round_no > 1 else []),  # parity: round 1
                                  out_dir / f"{pair}_{variant}_{value}_r{round_no}.json", cpus=cpus,
                                  rerun=f"make sweep-{recipe}")
 
-        done = runner.rounds(recipes.VARIANTS, run_one, rounds, counter, value,
+        done = launch.rounds(catalog.VARIANTS, run_one, rounds, counter, value,
                              lambda v, n, value=value: f"{spec['knob']} {value}: {v} round {n}")
         runs = done.runs
         point.failed = [f"{v} round {n}: exit {o.returncode} ({o.log})" for v, n, o in done.failures]
@@ -166,7 +169,7 @@ def run_sweep(argv) -> tuple[SweepResult, Path]:
     result = SweepResult(recipe=recipe, title=settings.TITLE, pair=pair, knob=spec["knob"], flag=spec["flag"],
                          mode=plan.mode, rounds=rounds, points=points,
                          command="make sweep-" + recipe if not argv[1:]
-                         else "python -m common.sweep " + " ".join(argv))
+                         else "python -m common.runners.sweep " + " ".join(argv))
     result.crossover = crossover(points, spec["knob"])
     write_result(out_dir / "sweep.json", result)
     write_result(plan.reports_dir / "results" / "sweep" / recipe / "sweep.json", result)  # the latest
@@ -179,26 +182,26 @@ def _stamp(r: SweepResult):
 
 
 def _plot(r: SweepResult) -> bytes:
-    return plotting.png(_figure(r))
+    return plots.png(_figure(r))
 
 
 def _figure(r: SweepResult):
     """Left: the speedup at each point on a log axis (0.5x, 1x, 2x), its interval clipped to the axis;
     right: peak memory of each twin. Both against the knob, labelled with its plain values."""
-    plt = plotting.pyplot()
+    plt = plots.pyplot()
 
     fig, (ax, mem) = plt.subplots(1, 2, figsize=(10.5, 4.4), layout="constrained")
     shown = [p for p in r.points if p.speedup is not None]
     xs = [p.value for p in shown]
-    plotting.speedup_axis(ax, [p.speedup.ratio for p in shown], "y")
-    clipped = plotting.speedup_intervals(ax, xs, [p.speedup for p in shown], "y")
+    plots.speedup_axis(ax, [p.speedup.ratio for p in shown], "y")
+    clipped = plots.speedup_intervals(ax, xs, [p.speedup for p in shown], "y")
     ax.scatter(xs, [p.speedup.ratio for p in shown], s=36, zorder=5,
-               c=[plotting.VERDICT_COLORS.get(p.speedup.verdict, "#a0a0a0") for p in shown])
-    plotting.knob_axis(ax, [p.value for p in r.points], "x")
+               c=[plots.VERDICT_COLORS.get(p.speedup.verdict, "#a0a0a0") for p in shown])
+    plots.knob_axis(ax, [p.value for p in r.points], "x")
     ax.set_xlabel(r.knob)
     ax.set_ylabel("speedup of the fast twin (95% CI over processes)", fontsize=9)
-    ax.set_title(plotting.wrap(f"regime: {r.crossover}", 70), fontsize=9)
-    ax.legend(handles=plotting.verdict_handles([p.speedup.verdict for p in shown], clipped), fontsize=8)
+    ax.set_title(plots.wrap(f"regime: {r.crossover}", 70), fontsize=9)
+    ax.legend(handles=plots.verdict_handles([p.speedup.verdict for p in shown], clipped), fontsize=8)
     for name, color in (("slow", "#8c8c8c"), ("fast", "#2a7ab9")):
         pts = [(p.value, getattr(p, name).memory.peak_mb) for p in r.points
                if getattr(p, name) is not None and getattr(p, name).status == "ok"]
@@ -207,13 +210,13 @@ def _figure(r: SweepResult):
         ooms = [p.value for p in r.points if getattr(p, name) is not None and getattr(p, name).status == "oom"]
         for i, x in enumerate(ooms):
             mem.axvline(x, color=color, ls=":", lw=1, label=f"{name}: out of memory" if i == 0 else None)
-    plotting.knob_axis(mem, [p.value for p in r.points], "x")
+    plots.knob_axis(mem, [p.value for p in r.points], "x")
     mem.set_xlabel(r.knob)
     mem.set_ylabel("peak memory, MB")
     mem.set_title("peak memory of each twin", fontsize=9)
     mem.legend(fontsize=8)
     e = _stamp(r)
-    fig.suptitle(plotting.wrap(f"sweep {r.recipe}/{r.pair}: {env.describe_device(e) if e else ''}", 130), fontsize=10)
+    fig.suptitle(plots.wrap(f"sweep {r.recipe}/{r.pair}: {env.describe_device(e) if e else ''}", 130), fontsize=10)
     return fig
 
 
@@ -277,4 +280,4 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except CookbookError as e:
-        exit_with(e, "common.sweep")
+        exit_with(e, "common.runners.sweep")

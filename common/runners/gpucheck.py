@@ -1,6 +1,6 @@
 """`make gpu-check`: everything once, at small sizes, in one call: the first thing to run on a GPU.
 
-    python -m common.gpucheck [--budget SECONDS] [--jobs N] [--only TARGET,...] [--smoke] [--list]
+    python -m common.runners.gpucheck [--budget SECONDS] [--jobs N] [--only TARGET,...] [--smoke] [--list]
 
 Runs the GPU-relevant tests, every recipe, every sweep (both ends of its range), the ladders, both
 diagnoses and (inside the checkpointing recipe) the memory-budget search, each once with few steps,
@@ -19,10 +19,11 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import recipes
+from common import catalog
 from common.cli import OneLineParser, pick, positive_int
 from common.env import REPO_ROOT
 from common.errors import CookbookError, exit_with
+from common.runners import launch
 
 # the tests whose code paths differ on a GPU: CUDA-only tests, the GPU paths, the GPU trace readers
 GPU_TESTS = ("tests/test_cuda_graphs_recipe.py", "tests/test_gpu_paths.py", "tests/test_hta.py", "tests/test_env.py")
@@ -41,13 +42,13 @@ def targets(smoke: bool, out: Path) -> list[Target]:
     tail = [] if smoke else ["--", *FEW_STEPS]
     common = ["--rounds", "1", "--reports-dir", str(out), *size]
     found = [Target("tests", ["-m", "pytest", "-q", "-x", *GPU_TESTS])]
-    found += [Target(f"recipe-{r}", ["-m", "common.compare", r, *common, *tail]) for r in recipes.available()]
-    for r in recipes.swept():
-        values = recipes.settings(r).SWEEP["values"]["smoke" if smoke else "cuda"]
+    found += [Target(f"recipe-{r}", ["-m", "common.runners.compare", r, *common, *tail]) for r in catalog.available()]
+    for r in catalog.swept():
+        values = catalog.settings(r).SWEEP["values"]["smoke" if smoke else "cuda"]
         points = ",".join(str(v) for v in dict.fromkeys([values[0], values[-1]]))  # both ends of the range
-        found.append(Target(f"sweep-{r}", ["-m", "common.sweep", r, "--values", points, *common, *tail]))
-    found.append(Target("ladder", ["-m", "common.ladder", *common, *tail]))
-    found += [Target(f"diagnose-{w}", ["-m", "common.diagnose", w, "--reports-dir", str(out), *size, *tail])
+        found.append(Target(f"sweep-{r}", ["-m", "common.runners.sweep", r, "--values", points, *common, *tail]))
+    found.append(Target("ladder", ["-m", "common.runners.climb", *common, *tail]))
+    found += [Target(f"diagnose-{w}", ["-m", "common.runners.diagnose", w, "--reports-dir", str(out), *size, *tail])
               for w in ("churn", "resnet18")]
     return found
 
@@ -76,7 +77,7 @@ def run(target: Target, log: Path, timeout: float) -> tuple[bool, str]:
 
 
 def parse_args(argv):
-    p = OneLineParser(prog="python -m common.gpucheck", description=__doc__,
+    p = OneLineParser(prog="python -m common.runners.gpucheck", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--budget", type=positive_int, default=480, metavar="SECONDS",
                    help="the whole check's time (default 480: one 10-minute call on a lent GPU, with room)")
@@ -93,16 +94,14 @@ def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     out = Path(args.out)
     try:
-        import torch
-
-        if not args.smoke and not torch.cuda.is_available():
+        if not args.smoke and not launch.cuda_available():
             raise CookbookError("no CUDA device here: make gpu-check is for a GPU machine "
                                 "(ARGS='--smoke' runs the same targets at CPU sizes)")
         chosen = targets(args.smoke, out)
         wanted = pick("--only", args.only, [t.name for t in chosen], "target")
         chosen = [t for t in chosen if t.name in wanted]
     except CookbookError as e:
-        exit_with(e, "common.gpucheck")
+        exit_with(e, "common.runners.gpucheck")
     if args.list:
         print("\n".join(t.name for t in chosen))
         return 0

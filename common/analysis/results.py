@@ -207,6 +207,9 @@ class Memory(Record):
     peak_mb: float  # max allocated on CUDA, the process's peak RSS on CPU: the one number compared
     reserved_mb: float | None = None
 
+    def label(self) -> str:
+        return "peak MB (allocated)" if self.kind == "cuda_allocator" else "peak MB (CPU RSS)"
+
 
 @dataclass
 class PhaseEvidence(Record):

@@ -15,7 +15,7 @@ narrow exactly when there is least data (tests/test_stats.py measures both).
 import math
 from statistics import fmean, median, pstdev, stdev
 
-from common.results import Speedup, Summary
+from common.analysis.results import Speedup, Summary
 
 NOISY_CV = 0.10  # a coefficient of variation above 10% makes a measurement "noisy"
 FLOOR = 0.03  # an interval inside +-3% is "no meaningful difference"

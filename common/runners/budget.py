@@ -10,7 +10,7 @@ twins and the report says "fits batch N without, M with". It needs CUDA: on a CP
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import runner
+from common.runners import launch
 
 DEFAULT_GB = 16.0  # the seed's GPU: a T4 has 16 GB
 MAX_BATCH = 16384
@@ -58,7 +58,7 @@ def search(module: str, flags: list[str], out_dir: Path, cpus, start: int, progr
         out = Path(out_dir) / f"probe_b{batch}.json"
         if announce is not None:
             announce(batch)
-        outcome = runner.launch(["-m", module], flags + ["--batch-size", str(batch)], out, cpus=cpus)
+        outcome = launch.child(["-m", module], flags + ["--batch-size", str(batch)], out, cpus=cpus)
         found.probes.append((batch, outcome.kind))
         word = "trains" if outcome.kind == "ok" else outcome.kind
         progress(word if announce is not None else f"    batch {batch}: {word}")

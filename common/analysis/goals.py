@@ -7,12 +7,12 @@ nothing: the goals are GPU goals.
     keys: min_speedup (x), max_slowdown (x: the fast twin may be this much slower),
           lower_memory (bool), max_memory_share (fast peak / slow peak)
 """
-from common import recipes
-from common.results import WorkloadComparison
+from common import catalog
+from common.analysis.results import WorkloadComparison
 
 
 def goal_of(recipe: str, pair: str) -> dict:
-    return dict(getattr(recipes.settings(recipe), "GOALS", {}).get(pair, {}))
+    return dict(getattr(catalog.settings(recipe), "GOALS", {}).get(pair, {}))
 
 
 def describe(goal: dict) -> str:

@@ -3,8 +3,8 @@ Shared by the recipe runner (compare), the ladder and the sweeps."""
 import math
 from statistics import fmean, median
 
-from common import ceiling, stats
-from common.results import Parity, RunResult, VariantAggregate
+from common.analysis import ceiling, stats
+from common.analysis.results import Parity, RunResult, VariantAggregate
 
 HOST_KEYS = ("first_step_s", "data_wait_share", "host_data_share", "host_data_ms_median", "cpu_ms_per_step",
              "worker_cpu_ms_per_step")

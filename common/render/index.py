@@ -1,6 +1,6 @@
 """reports/README.md: one row per recipe and workload from each recipe's latest comparison, and an
 overview plot (reports/overview.png). Written after every `make recipe-<name>`; `make recipes`
-runs them all. `python -m common.index` re-renders it from the saved results.
+runs them all. `python -m common.render.index` re-renders it from the saved results.
 
 Every number comes from reports/results/<recipe>/comparison.json; nothing is typed in by hand.
 """
@@ -8,11 +8,20 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import env, goals, metrics, plotting, recipes
+from common import catalog, env
+from common.analysis import goals, metrics
+from common.analysis.results import (
+    Comparison,
+    LadderSummary,
+    SweepResult,
+    atomic_write_bytes,
+    atomic_write_text,
+    read_result,
+)
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
-from common.report import verdict
-from common.results import Comparison, LadderSummary, SweepResult, atomic_write_bytes, atomic_write_text, read_result
+from common.render import plots
+from common.render.report import verdict
 
 HEADER = """# Reports
 
@@ -36,7 +45,7 @@ class Row:
     memory: str = ""
     mechanism: str = ""
     parity: str = ""
-    goal: str = ""  # the H100 goal and whether it was met (common/goals.py)
+    goal: str = ""  # the H100 goal and whether it was met (common/analysis/goals.py)
 
     @property
     def cpu(self) -> bool:
@@ -46,7 +55,7 @@ class Row:
 def latest(reports_dir: Path) -> dict:
     """recipe -> its latest comparison (or the one-line reason it cannot be read)."""
     found = {}
-    for recipe in recipes.available():
+    for recipe in catalog.available():
         path = Path(reports_dir) / "results" / recipe / "comparison.json"
         if path.exists():
             try:
@@ -91,23 +100,23 @@ def rows(comparisons: dict) -> list[Row]:
 
 
 def _plot(table) -> bytes:
-    return plotting.png(_figure(table))
+    return plots.png(_figure(table))
 
 
 def _figure(table):
     """Every recipe's speedup as a bar from 1x on a log axis (0.5x, 1x, 2x), its interval clipped to
     the axis, the number itself on the right."""
-    plt = plotting.pyplot()
+    plt = plots.pyplot()
 
     shown = [r for r in table if r.speedup][::-1]  # top to bottom in the table's order
     fig, ax = plt.subplots(figsize=(8, 0.4 * len(shown) + 2.2), layout="constrained")
     speedups = [r.speedup for r in shown]
-    clipped = plotting.speedup_bars(ax, speedups, [f"{r.recipe} / {r.workload}" + (" (CPU)" if r.cpu else "")
+    clipped = plots.speedup_bars(ax, speedups, [f"{r.recipe} / {r.workload}" + (" (CPU)" if r.cpu else "")
                                                    for r in shown])
     ax.set_xlabel("speedup of the fast twin, with its 95% interval over processes")
-    fig.legend(handles=plotting.verdict_handles([s.verdict for s in speedups], clipped, "x"),
+    fig.legend(handles=plots.verdict_handles([s.verdict for s in speedups], clipped, "x"),
                loc="outside lower center", ncols=4, fontsize=8, frameon=False)
-    fig.suptitle(plotting.wrap("Every recipe, slow vs fast: " + ", ".join(sorted({r.device for r in shown})), 100),
+    fig.suptitle(plots.wrap("Every recipe, slow vs fast: " + ", ".join(sorted({r.device for r in shown})), 100),
                  fontsize=10)
     return fig
 
@@ -149,7 +158,7 @@ def _archives(reports_dir: Path) -> list[str]:
 def _sweeps(reports_dir: Path) -> list[str]:
     """Links to the sweeps present, with the regime each found."""
     out = []
-    for recipe in recipes.available():
+    for recipe in catalog.available():
         path = reports_dir / "results" / "sweep" / recipe / "sweep.json"
         if (reports_dir / f"sweep_{recipe}.md").exists() and path.exists():
             try:
@@ -193,11 +202,11 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
         if len(argv) > 1:
-            raise CookbookError("usage: python -m common.index [REPORTS_DIR]")
+            raise CookbookError("usage: python -m common.render.index [REPORTS_DIR]")
         for p in render(Path(argv[0]) if argv else env.REPO_ROOT / "reports"):
             print(p)
     except CookbookError as e:
-        exit_with(e, "common.index")
+        exit_with(e, "common.render.index")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The slow and fast script of a pair, side by side.
 
-    python -m common.diffview amp        # two columns in the terminal (make diff-amp)
+    python -m common.render.diffs amp        # two columns in the terminal (make diff-amp)
 
 The report also links an HTML side-by-side view of each pair, made here with difflib.HtmlDiff.
 """
@@ -8,15 +8,15 @@ import difflib
 import shutil
 import sys
 
-from common import recipes
+from common import catalog
 from common.errors import CookbookError, exit_with
 
 RED, GREEN, YELLOW, RESET = "\033[31m", "\033[32m", "\033[33m", "\033[0m"
 
 
 def pair_lines(recipe: str, workload: str):
-    return (recipes.script(recipe, workload, "slow").read_text().splitlines(),
-            recipes.script(recipe, workload, "fast").read_text().splitlines())
+    return (catalog.script(recipe, workload, "slow").read_text().splitlines(),
+            catalog.script(recipe, workload, "fast").read_text().splitlines())
 
 
 def changed_lines(recipe: str, workload: str) -> int:
@@ -58,14 +58,14 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
         if len(argv) != 1:
-            raise CookbookError("usage: python -m common.diffview RECIPE")
-        recipe = recipes.check(argv[0])
+            raise CookbookError("usage: python -m common.render.diffs RECIPE")
+        recipe = catalog.check(argv[0])
         width = shutil.get_terminal_size((160, 40)).columns
-        for workload in recipes.workloads(recipe):
+        for workload in catalog.workloads(recipe):
             print(side_by_side(recipe, workload, width, sys.stdout.isatty()))
             print(f"-- {changed_lines(recipe, workload)} changed lines\n")
     except CookbookError as e:
-        exit_with(e, "common.diffview")
+        exit_with(e, "common.render.diffs")
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from common import datasource
+from common import env
+from common.analysis.results import atomic_write_text
 from common.errors import CookbookError
-from common.results import atomic_write_text
+from common.workloads import datasource
 
 KAGGLE_DATASET = "blastchar/telco-customer-churn"
 CSV_NAME = "WA_Fn-UseC_-Telco-Customer-Churn.csv"
@@ -78,7 +79,7 @@ def synthetic_frame(seed: int = 0) -> pd.DataFrame:
 
 
 def _synthetic_csv() -> Path:
-    path = datasource.data_dir() / "telco-synthetic" / CSV_NAME
+    path = env.data_dir() / "telco-synthetic" / CSV_NAME
     if not path.exists():
         atomic_write_text(path, synthetic_frame().to_csv(index=False))
     return path

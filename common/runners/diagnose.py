@@ -1,7 +1,7 @@
 """The seed's four-phase diagnosis as a command: `make diagnose-churn`, `make diagnose-resnet18`.
 
-    python -m common.diagnose churn|resnet18 [--smoke] [--device auto|cuda|cpu] [--data synthetic|WORKLOAD=PATH]
-    python -m common.diagnose --script path/to/my_script.py      # any harness script
+    python -m common.runners.diagnose churn|resnet18 [--smoke] [--device auto|cuda|cpu] [--data synthetic|WORKLOAD=PATH]
+    python -m common.runners.diagnose --script path/to/my_script.py      # any harness script
 
 It runs the workload's naive baseline (baselines/) once with per-phase timing and memory recording,
 then reads the measurements in the seed's order:
@@ -17,12 +17,15 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common import env, metrics, plotting, recipes, runner
-from common.aggregate import aggregate
+from common import catalog, env
+from common.analysis import metrics
+from common.analysis.aggregate import aggregate
+from common.analysis.results import Record, RunResult, atomic_write_bytes, atomic_write_text, write_result
 from common.cli import OneLineParser, check_script_flags, split_passthrough
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
-from common.results import Record, RunResult, atomic_write_bytes, atomic_write_text, write_result
+from common.render import plots
+from common.runners import launch
 
 BASELINES = {"churn": "baselines.churn_mlp", "resnet18": "baselines.resnet18_cifar10"}
 SYNC_MIN = 1.0  # host syncs per step inside the loop worth a finding, whatever they cost
@@ -128,12 +131,12 @@ def analyse(result: RunResult) -> Diagnosis:
 
 
 def _plot(name, result: RunResult, analysis: Diagnosis) -> bytes:
-    return plotting.png(_figure(name, result, analysis))
+    return plots.png(_figure(name, result, analysis))
 
 
 def _figure(name, result: RunResult, analysis: Diagnosis):
     """Where a step goes (phases), the time per kind of op, and the inference sweep where there is one."""
-    plt = plotting.pyplot()
+    plt = plots.pyplot()
 
     sweep = (result.extra.get("inference") or {}).get("rows")
     panels = 3 if sweep else 2
@@ -144,7 +147,7 @@ def _figure(name, result: RunResult, analysis: Diagnosis):
     axes[0].set_xlabel("mean ms per step")
     kinds = analysis.operations["by_kind"][:8]
     key = analysis.operations["key"] or "self_cpu_us"
-    axes[1].barh([plotting.wrap(k["name"], 22) for k in kinds][::-1], [k[key] / 1000 for k in kinds][::-1],
+    axes[1].barh([plots.wrap(k["name"], 22) for k in kinds][::-1], [k[key] / 1000 for k in kinds][::-1],
                  color="#8c8c8c")
     axes[1].set_title("time per kind of op", fontsize=10)
     axes[1].set_xlabel(f"ms per step ({'device' if 'device' in key else 'CPU'} time)")
@@ -152,15 +155,15 @@ def _figure(name, result: RunResult, analysis: Diagnosis):
         rows = [r for r in sweep if "mean_ms" in r]
         ax = axes[2]
         ax.plot([r["batch_size"] for r in rows], [r["mean_ms"] for r in rows], "o-", color="#c0504d", label="latency")
-        plotting.knob_axis(ax, [r["batch_size"] for r in rows], "x")
+        plots.knob_axis(ax, [r["batch_size"] for r in rows], "x")
         ax.set_xlabel("inference batch size")
         ax.set_ylabel("mean latency, ms", color="#c0504d")
         ax2 = ax.twinx()
         ax2.plot([r["batch_size"] for r in rows], [r["throughput_per_s"] for r in rows], "s--", color="#2a7ab9")
-        plotting.count_axis(ax2.yaxis)
+        plots.count_axis(ax2.yaxis)
         ax2.set_ylabel("samples/s", color="#2a7ab9")
         ax.set_title("inference: latency and throughput", fontsize=10)
-    fig.suptitle(plotting.wrap(f"{name}: {env.describe_device(result.env)}", 140), fontsize=10)
+    fig.suptitle(plots.wrap(f"{name}: {env.describe_device(result.env)}", 140), fontsize=10)
     return fig
 
 
@@ -284,11 +287,11 @@ def render(name: str, result: RunResult, a: Diagnosis, command: str, reports_dir
 
 
 def parse_args(argv):
-    p = OneLineParser(prog="python -m common.diagnose", description=__doc__,
+    p = OneLineParser(prog="python -m common.runners.diagnose", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("workload", nargs="?", choices=WORKLOADS, help="diagnose this workload's baseline")
     p.add_argument("--script", help="diagnose another harness script instead (a path)")
-    runner.add_flags(p)
+    launch.add_flags(p)
     own, script_args = split_passthrough(argv)
     args = p.parse_args(own)
     args.script_args = script_args
@@ -302,21 +305,21 @@ def parse_args(argv):
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
-    runner.use_cuda(args.device)
+    launch.use_cuda(args.device)
     reports = Path(args.reports_dir)
     name = args.workload or Path(args.script).stem
-    workload = args.workload or recipes.identify(args.script)[1]
-    data = runner.data_flags(args.data, WORKLOADS)[workload]
-    runner.check_data(args.data, WORKLOADS)  # every path given, as its loader reads it
-    cpus = runner.cpu_set(args.cpus)
+    workload = args.workload or catalog.identify(args.script)[1]
+    data = launch.data_flags(args.data, WORKLOADS)[workload]
+    launch.check_data(args.data, WORKLOADS)  # every path given, as its loader reads it
+    cpus = launch.cpu_set(args.cpus)
     if args.script_args:  # as the script's parser reads them; a --script may add flags of its own
         import baselines
 
         check_script_flags(args.script_args, workload, {} if args.script else baselines.DEFAULTS,
                            prog=str(args.script) if args.script else f"python -m {BASELINES[workload]}",
                            reserved=("out", "trace_dir", "memory_dir"), known_only=bool(args.script))
-    out_dir = runner.output_folder(reports, "diagnose", name)  # checked ...
-    runner.make_folder(out_dir, reports)  # ... and created once every input has passed
+    out_dir = launch.output_folder(reports, "diagnose", name)  # checked ...
+    launch.make_folder(out_dir, reports)  # ... and created once every input has passed
     target = ["-m", BASELINES[args.workload]] if args.workload else [str(Path(args.script).resolve())]
     flags = ["--phase-timing", "--memory-dir", str(out_dir / "memory"),
              "--trace-dir", str(reports / "traces" / "diagnose" / name),
@@ -329,7 +332,7 @@ def main(argv=None) -> int:
         if not line.startswith(("USDT", "[W", "ERROR:")):
             print("  " + line.rstrip(), flush=True)
 
-    outcome = runner.launch(target, flags, out_dir / "result.json", cpus=cpus, echo=echo,
+    outcome = launch.child(target, flags, out_dir / "result.json", cpus=cpus, echo=echo,
                             rerun=f"make diagnose-{workload}")
     if outcome.kind != "ok":
         why = (f"ran out of memory ({outcome.result.oom.stage})" if outcome.kind == "oom"
@@ -339,7 +342,7 @@ def main(argv=None) -> int:
     result = outcome.result
     analysis = analyse(result)
     command = (f"make diagnose-{args.workload}" if args.workload and not argv[1:]
-               else "python -m common.diagnose " + " ".join(argv))
+               else "python -m common.runners.diagnose " + " ".join(argv))
     written = render(name, result, analysis, command, reports)
     write_result(out_dir / "analysis.json", analysis)
     print(f"verdict: {analysis.verdict}")
@@ -353,4 +356,4 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except CookbookError as e:
-        exit_with(e, "common.diagnose")
+        exit_with(e, "common.runners.diagnose")

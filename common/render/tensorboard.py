@@ -1,6 +1,6 @@
 """Serve the profiler traces in TensorBoard (torch-tb-profiler), on 127.0.0.1 unless asked otherwise.
 
-    python -m common.traceview [--port 6006] [--host 127.0.0.1] [--logdir reports/traces]
+    python -m common.render.tensorboard [--port 6006] [--host 127.0.0.1] [--logdir reports/traces]
 """
 import os
 import socket
@@ -24,7 +24,7 @@ def port_free(host: str, port: int) -> bool:
 
 
 def main(argv=None):
-    p = OneLineParser(prog="python -m common.traceview", description=__doc__)
+    p = OneLineParser(prog="python -m common.render.tensorboard", description=__doc__)
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
     p.add_argument("--port", type=positive_int, default=6006)
     p.add_argument("--logdir", default=str(REPO_ROOT / "reports" / "traces"))
@@ -42,7 +42,7 @@ def main(argv=None):
             print("notice: torch-tb-profiler is not installed: the PYTORCH_PROFILER tab will be missing "
                   "(pip install torch-tb-profiler)", file=sys.stderr)
     except CookbookError as e:
-        exit_with(e, "common.traceview")
+        exit_with(e, "common.render.tensorboard")
     print(f"TensorBoard on http://{args.host}:{args.port}/#pytorch_profiler (Ctrl-C to stop)", flush=True)
     os.execv(sys.executable, [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
                               "--host", args.host, "--port", str(args.port)])

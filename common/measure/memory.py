@@ -4,7 +4,7 @@ import sys
 
 import torch
 
-from common.results import Memory
+from common.analysis.results import Memory
 
 
 def reset_peak(device: torch.device) -> None:
@@ -21,6 +21,3 @@ def peak(device: torch.device) -> Memory:
     scale = 1 if sys.platform == "darwin" else 1024
     return Memory(kind="cpu_peak_rss", peak_mb=rss * scale / 2**20)
 
-
-def label(mem: Memory) -> str:
-    return "peak MB (allocated)" if mem.kind == "cuda_allocator" else "peak MB (CPU RSS)"

@@ -3,14 +3,6 @@ import os
 import threading
 import urllib.error
 import urllib.request
-from pathlib import Path
-
-from common.env import REPO_ROOT
-
-
-def data_dir() -> Path:
-    """Cache folder for downloads and synthetic stand-ins (COOKBOOK_DATA_DIR overrides)."""
-    return Path(os.environ.get("COOKBOOK_DATA_DIR", REPO_ROOT / "data"))
 
 
 def offline() -> bool:

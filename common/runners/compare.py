@@ -1,6 +1,6 @@
 """The slow-vs-fast runner behind `make recipe-<name>`.
 
-    python -m common.compare amp [--smoke] [--rounds N] [--device auto|cuda|cpu] [--data synthetic]
+    python -m common.runners.compare amp [--smoke] [--rounds N] [--device auto|cuda|cpu] [--data synthetic]
 
 Every variant runs in its own process, pinned to the same cores; slow and fast alternate round
 after round (who goes first alternates too) so that drift hits both; round 1 also profiles. The
@@ -20,8 +20,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import budget, ceiling, env, recipes, runner, stats
-from common.aggregate import aggregate, parity, parity_failure
+from common import catalog, env
+from common.analysis import stats
+from common.analysis.aggregate import aggregate, parity, parity_failure
+from common.analysis.results import Comparison, WorkloadComparison, write_result
 from common.cli import (
     OneLineParser,
     check_script_flags,
@@ -32,16 +34,16 @@ from common.cli import (
 )
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
-from common.results import Comparison, WorkloadComparison, write_result
+from common.runners import budget, launch
 
 MIN_ROUNDS, MAX_ROUNDS = 3, 10
 
 
 def parse_args(argv):
-    p = OneLineParser(prog="python -m common.compare", description=__doc__,
+    p = OneLineParser(prog="python -m common.runners.compare", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("recipe", help="recipe folder name under recipes/")
-    runner.add_flags(p, rounds_help=f"exactly N alternating rounds (default: from {MIN_ROUNDS} up to {MAX_ROUNDS}, "
+    launch.add_flags(p, rounds_help=f"exactly N alternating rounds (default: from {MIN_ROUNDS} up to {MAX_ROUNDS}, "
                                     "until the interval decides; 1 with --smoke)")
     p.add_argument("--max-rounds", type=positive_int, help=f"the cap (default {MAX_ROUNDS})")
     p.add_argument("--workloads", help="comma-separated subset of the recipe's workloads (default: every pair)")
@@ -81,7 +83,7 @@ class Plan:
     """Everything one comparison runs: validated from the command line before anything starts."""
     recipe: str
     title: str
-    evidence: tuple  # the metric names this recipe's technique must move (common.metrics)
+    evidence: tuple  # the metric names this recipe's technique must move (common.analysis.metrics)
     cuda: bool
     rounds: Rounds
     workloads: list
@@ -97,7 +99,7 @@ class Plan:
     budget_spec: dict | None = None  # the recipe's BUDGET setting, if it searches batch sizes under a budget
 
     def rule_for(self, workload: str) -> dict:
-        rule = recipes.parity_rule(self.recipe, workload)
+        rule = catalog.parity_rule(self.recipe, workload)
         return {**rule, **({"rtol": self.parity_rtol} if self.parity_rtol is not None else {})}
 
     @property
@@ -114,10 +116,10 @@ class Plan:
 def make_plan(argv) -> Plan:
     """Every input checked, nothing started or written: a bad one is a CookbookError (one line, exit 2)."""
     args = parse_args(argv)
-    recipe = recipes.check(args.recipe)
-    settings = recipes.settings(recipe)
-    cuda = runner.use_cuda(args.device)
-    workloads = recipes.workloads(recipe)
+    recipe = catalog.check(args.recipe)
+    settings = catalog.settings(recipe)
+    cuda = launch.use_cuda(args.device)
+    workloads = catalog.workloads(recipe)
     if args.workloads is not None:
         wanted = list(dict.fromkeys(w.strip() for w in args.workloads.split(",") if w.strip()))
         unknown = [w for w in wanted if w not in workloads]
@@ -134,38 +136,38 @@ def make_plan(argv) -> Plan:
         rounds = Rounds(args.rounds or 1, args.rounds or 1, fixed=True)
     else:
         rounds = Rounds(min(MIN_ROUNDS, max_rounds), max_rounds, fixed=False)
-    data = runner.data_flags(args.data, WORKLOADS)  # per workload; a pair takes its workload's
-    runner.check_data(args.data, WORKLOADS)
-    cpus = runner.cpu_set(args.cpus)
+    data = launch.data_flags(args.data, WORKLOADS)  # per workload; a pair takes its workload's
+    launch.check_data(args.data, WORKLOADS)
+    cpus = launch.cpu_set(args.cpus)
     overrides = getattr(settings, "DEFAULTS", {})
     if args.script_args:  # as each pair's scripts will read them
         for w in workloads:
-            check_script_flags(args.script_args, recipes.workload_of(w), overrides, w,
+            check_script_flags(args.script_args, catalog.workload_of(w), overrides, w,
                                prog=f"python -m recipes.{recipe}.{w}_slow", reserved=("out", "trace_dir"))
     reports_dir = Path(args.reports_dir)
-    results_dir = runner.output_folder(reports_dir, recipe)  # checked; created once the run starts
+    results_dir = launch.output_folder(reports_dir, recipe)  # checked; created once the run starts
     common_flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
     return Plan(recipe=recipe, title=settings.TITLE, cuda=cuda, evidence=tuple(getattr(settings, "EVIDENCE", ())),
                 parity_rtol=args.parity_rtol, rounds=rounds, workloads=workloads,
-                script_flags={w: common_flags + data[recipes.workload_of(w)] + args.script_args for w in workloads},
+                script_flags={w: common_flags + data[catalog.workload_of(w)] + args.script_args for w in workloads},
                 cpus=cpus, reports_dir=reports_dir, results_dir=results_dir,
                 traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke,
-                command="python -m common.compare " + " ".join(argv),
+                command="python -m common.runners.compare " + " ".join(argv),
                 budget_spec=getattr(settings, "BUDGET", None), budget_gb=args.memory_budget_gb)
 
 
-def run_variant(plan: Plan, workload, variant, round_no) -> runner.Outcome:
+def run_variant(plan: Plan, workload, variant, round_no) -> launch.Outcome:
     out = plan.results_dir / f"{workload}_{variant}_r{round_no}.json"
     flags = ["--trace-dir", str(plan.traces_dir / f"{workload}_{variant}")] + plan.script_flags[workload]
     if round_no > 1:
         flags += ["--profile-steps", "0", "--probe-steps", "0"]  # the evidence and the parity come from round 1
-    return runner.launch(["-m", f"recipes.{plan.recipe}.{workload}_{variant}"], flags, out, cpus=plan.cpus,
+    return launch.child(["-m", f"recipes.{plan.recipe}.{workload}_{variant}"], flags, out, cpus=plan.cpus,
                          rerun=f"make recipe-{plan.recipe}")
 
 
-def run_workload(plan: Plan, workload, counter: runner.Counter) -> tuple[dict, list, str]:
+def run_workload(plan: Plan, workload, counter: launch.Counter) -> tuple[dict, list, str]:
     """Rounds of slow and fast until the interval decides (or the cap); the runs, failures, reason."""
-    def stop(round_no, done: runner.Rounds) -> str | None:
+    def stop(round_no, done: launch.Rounds) -> str | None:
         """Sequential stopping: after `least` rounds, one look at the interval per round."""
         if done.failures or any(r.status == "oom" for runs in done.runs.values() for r in runs):
             return f"stopped after round {round_no}: a run failed or ran out of memory"
@@ -181,7 +183,7 @@ def run_workload(plan: Plan, workload, counter: runner.Counter) -> tuple[dict, l
                     f"and is wider than +-{s.floor:.0%}, so no difference is claimed")
         return None
 
-    done = runner.rounds(recipes.VARIANTS, lambda v, n: run_variant(plan, workload, v, n), plan.rounds.most, counter,
+    done = launch.rounds(catalog.VARIANTS, lambda v, n: run_variant(plan, workload, v, n), plan.rounds.most, counter,
                          workload, lambda v, n: f"{workload} {v} round {n}", stop)
     failures = [outcome.failure(f"{workload} {v}", n) for v, n, outcome in done.failures]
     return done.runs, failures, done.stopped or plan.rounds.describe()
@@ -213,19 +215,19 @@ def file_lock(path: Path, blocking: bool = True):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def make_counter(plan: Plan) -> runner.Counter:
+def make_counter(plan: Plan) -> launch.Counter:
     """The runs planned and the most that may follow: each pair's rounds (from the least to the cap),
     then, where it runs, the memory-budget search's probes (one each at least)."""
-    per_round = len(recipes.VARIANTS)
+    per_round = len(catalog.VARIANTS)
     stages = {w: (per_round * plan.rounds.least, per_round * plan.rounds.most) for w in plan.workloads}
     if plan.probes_budget:
         most = budget.most_probes(plan.budget_spec["start"])
-        stages.update({("budget", v): (min(1, most), most) for v in recipes.VARIANTS})
-    return runner.Counter(stages)
+        stages.update({("budget", v): (min(1, most), most) for v in catalog.VARIANTS})
+    return launch.Counter(stages)
 
 
 def run_all(plan: Plan) -> Comparison:
-    ceiling.ensure(plan.cuda)
+    launch.ensure_ceiling(plan.cuda)
     counter = make_counter(plan)
     _, least, most = counter.totals()
     print(f"{plan.recipe}: {len(plan.workloads)} workload(s) x slow/fast, {plan.rounds.describe()}"
@@ -249,7 +251,7 @@ def run_all(plan: Plan) -> Comparison:
     return comparison
 
 
-def search_budget(plan: Plan, counter: runner.Counter | None = None) -> dict:
+def search_budget(plan: Plan, counter: launch.Counter | None = None) -> dict:
     """The largest batch each twin trains under the memory budget (CUDA only)."""
     pair, gb = plan.budget_spec["pair"], plan.budget_gb
     found = {"pair": pair, "budget_gb": gb}
@@ -258,7 +260,7 @@ def search_budget(plan: Plan, counter: runner.Counter | None = None) -> dict:
     if plan.smoke:
         return {**found, "note": "not searched in smoke mode"}
     flags = [f for f in plan.script_flags[pair] if f != "--smoke"] + budget.probe_flags(gb)
-    for variant in recipes.VARIANTS:
+    for variant in catalog.VARIANTS:
         print(f"largest batch under a {gb:g} GB budget, {pair} {variant}:", flush=True)
         stage = ("budget", variant)
 
@@ -279,14 +281,14 @@ def search_budget(plan: Plan, counter: runner.Counter | None = None) -> dict:
 def finish(plan: Plan, comparison: Comparison) -> int:
     """Write comparison.json and the report, print the summary; the exit status."""
     write_result(plan.results_dir / "comparison.json", comparison)
-    from common import report  # matplotlib is only needed here
+    from common.render import report  # matplotlib is only needed here
 
     print(report.terminal_table(comparison))
     if any(e.slow or e.fast for e in comparison.workloads.values()):
         with file_lock(plan.recipe_results / ".render.lock"):  # the md, plot and diffs come from one run
             written = report.render(comparison, plan.reports_dir)
             write_result(plan.recipe_results / "comparison.json", comparison)  # the latest, for make report-<recipe>
-        from common import index
+        from common.render import index
 
         with file_lock(plan.reports_dir / "results" / ".index.lock"):  # one writer of reports/README.md
             written += index.render(plan.reports_dir)
@@ -309,7 +311,7 @@ def finish(plan: Plan, comparison: Comparison) -> int:
 
 def compare(argv=None) -> int:
     plan = make_plan(sys.argv[1:] if argv is None else list(argv))
-    runner.make_folder(plan.results_dir, plan.reports_dir)  # every input has passed: now the first write
+    launch.make_folder(plan.results_dir, plan.reports_dir)  # every input has passed: now the first write
     with file_lock(plan.recipe_results / ".running.lock", blocking=False) as alone:
         if not alone:
             print(f"warning: another {plan.recipe} comparison is running: the two disturb each other's timings "
@@ -327,7 +329,7 @@ def main():
     try:
         sys.exit(compare())
     except CookbookError as e:
-        exit_with(e, "common.compare")
+        exit_with(e, "common.runners.compare")
     except KeyboardInterrupt:
         print("\ninterrupted: the previous report is left as it was; finished runs are kept in reports/results/",
               file=sys.stderr)

@@ -1,16 +1,16 @@
 """The markdown report of a comparison: reports/<recipe>.md, a plot, side-by-side HTML diffs.
 
-    python -m common.report amp     # re-render from reports/results/amp/comparison.json
+    python -m common.render.report amp     # re-render from reports/results/amp/comparison.json
 
-Every number comes from the result files of a run, through common.metrics; nothing is typed in by hand.
+Every number comes from the result files of a run, through common.analysis.metrics; nothing is typed in by hand.
 """
 import sys
 from pathlib import Path
 
-from common import diffview, env, goals, memory, metrics, plotting, stats
-from common.aggregate import parity_failure
-from common.errors import CookbookError, exit_with
-from common.results import (
+from common import env
+from common.analysis import goals, metrics, stats
+from common.analysis.aggregate import parity_failure
+from common.analysis.results import (
     Comparison,
     VariantAggregate,
     WorkloadComparison,
@@ -18,6 +18,8 @@ from common.results import (
     atomic_write_text,
     read_result,
 )
+from common.errors import CookbookError, exit_with
+from common.render import diffs, plots
 
 VIEW_TITLES = {
     "device_time": "Top ops by self device time",
@@ -95,14 +97,14 @@ def terminal_table(comparison: Comparison) -> str:
 
 
 def _plot(comparison: Comparison) -> bytes:
-    return plotting.png(_figure(comparison))
+    return plots.png(_figure(comparison))
 
 
 def _figure(comparison: Comparison):
     """At the top, each workload's speedup on a log axis (0.5x, 1x, 2x) with its interval; below, per
     workload, each process's median step (dots) over the twins' medians (bars), the verdict as the
     caption in its colour; then peak memory."""
-    plt = plotting.pyplot()
+    plt = plots.pyplot()
 
     names = [w for w, e in comparison.workloads.items() if e.speedup]
     cols = max(len(names), 1)
@@ -112,7 +114,7 @@ def _figure(comparison: Comparison):
     grid = fig.add_gridspec(3, cols, height_ratios=[strip, 3.4, 2.8])
     top = fig.add_subplot(grid[0, :])
     speedups = [comparison.workloads[w].speedup for w in names][::-1]
-    plotting.speedup_bars(top, speedups, names[::-1])
+    plots.speedup_bars(top, speedups, names[::-1])
     top.set_title("speedup of the fast twin, with its 95% interval over processes", fontsize=9)
     for i, w in enumerate(names):
         e = comparison.workloads[w]
@@ -126,16 +128,16 @@ def _figure(comparison: Comparison):
         ax.set_title(f"{w}: step time, median per process (dots)", fontsize=9)
         ax.set_ylabel("ms per step")
         words = verdict(e)
-        ax.set_xlabel(plotting.wrap(("faster: " if e.speedup.verdict == "faster" else "") + words, 60), fontsize=8,
-                      color=plotting.TEXT_COLORS.get(e.speedup.verdict, "black"))
+        ax.set_xlabel(plots.wrap(("faster: " if e.speedup.verdict == "faster" else "") + words, 60), fontsize=8,
+                      color=plots.TEXT_COLORS.get(e.speedup.verdict, "black"))
         ax = fig.add_subplot(grid[2, i])
         peaks = [v.memory.peak_mb for _, v in _variants(e)]
         ax.bar(["slow", "fast"], peaks, color=["#8c8c8c", "#2a7ab9"])
         ax.set_title(f"{w}: peak memory", fontsize=9)
-        ax.set_ylabel(memory.label(e.slow.memory))
+        ax.set_ylabel(e.slow.memory.label())
         if peaks[0]:
             ax.set_xlabel(f"fast twin: {(peaks[1] / peaks[0] - 1) * 100:+.0f}% peak memory", fontsize=8)
-    fig.suptitle(plotting.wrap(f"{comparison.recipe}: {device_label(comparison)}", int(13 * width)), fontsize=10)
+    fig.suptitle(plots.wrap(f"{comparison.recipe}: {device_label(comparison)}", int(13 * width)), fontsize=10)
     return fig
 
 
@@ -388,10 +390,10 @@ def _mechanism_table(slow, fast, keys, cpu):
 
 def _diff_section(recipe, workload, reports_dir):
     html_name = f"{recipe}_{workload}_diff.html"
-    atomic_write_text(reports_dir / html_name, diffview.html(recipe, workload))
-    return [f"### The diff ({diffview.changed_lines(recipe, workload)} changed lines; "
+    atomic_write_text(reports_dir / html_name, diffs.html(recipe, workload))
+    return [f"### The diff ({diffs.changed_lines(recipe, workload)} changed lines; "
             f"[side by side]({html_name}), or `make diff-{recipe}`)", "",
-            "```diff", diffview.unified(recipe, workload), "```", ""]
+            "```diff", diffs.unified(recipe, workload), "```", ""]
 
 
 def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
@@ -441,7 +443,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
         if len(argv) != 1:
-            raise CookbookError("usage: python -m common.report RECIPE")
+            raise CookbookError("usage: python -m common.render.report RECIPE")
         reports_dir = env.REPO_ROOT / "reports"
         path = reports_dir / "results" / argv[0] / "comparison.json"
         if not path.exists():
@@ -449,7 +451,7 @@ def main(argv=None):
         for p in render(read_result(path, Comparison, f"make recipe-{argv[0]}"), reports_dir):
             print(p)
     except CookbookError as e:
-        exit_with(e, "common.report")
+        exit_with(e, "common.render.report")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
   `--cpus`, `--rounds`), checked once and before anything starts or is written: a `--data` path is
   read by its loader's own check, and the results folder is checked for writing, then created only
   once every input has passed;
-- `launch()`: one script in its own process, pinned to the runner's CPU set, its output in a log
+- `child()`: one script in its own process, pinned to the runner's CPU set, its output in a log
   beside its result, and an `Outcome`: a result, an out-of-memory at a stage, or a failure with
   its log tail;
 - `alternating()`: the order of a round (forward in odd rounds, backward in even ones), so that
@@ -17,15 +17,14 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
-import torch
-
 from common import env
+from common.analysis.results import Failure, RunResult, read_result
 from common.cli import positive_int
 from common.errors import EXIT_OOM, CookbookError
 from common.presets import WORKLOADS
-from common.results import Failure, RunResult, read_result
 
 LOG_TAIL = 15  # lines of a failed run's log shown in the terminal and the report
 
@@ -70,19 +69,34 @@ def check_data(values: list[str], workloads) -> None:
         if not flags or flags[1] == "synthetic":
             continue
         if workload == "churn":
-            from common import telco
+            from common.workloads import telco
 
             telco.read_csv(Path(flags[1]))
         elif workload == "resnet18":
-            from common import cifar10
+            from common.workloads import cifar10
 
             cifar10.check_folder(Path(flags[1]))
 
 
+@cache
+def cuda_available() -> bool:
+    """Asked of a child process: the runner itself never imports torch nor holds a CUDA context."""
+    probe = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"
+    return subprocess.run([sys.executable, "-c", probe], cwd=env.REPO_ROOT, capture_output=True).returncode == 0
+
+
 def use_cuda(device: str) -> bool:
-    if device == "cuda" and not torch.cuda.is_available():
+    if device == "cpu":
+        return False
+    if device == "cuda" and not cuda_available():
         raise CookbookError("--device cuda: CUDA is not available here; use --device cpu or --device auto")
-    return device != "cpu" and torch.cuda.is_available()
+    return cuda_available()
+
+
+def ensure_ceiling(cuda: bool) -> None:
+    """The matmul ceiling (for MFU), measured in a child process unless cached."""
+    if cuda:
+        subprocess.run([sys.executable, "-m", "common.measure.ceiling", "--if-missing"], cwd=env.REPO_ROOT, check=False)
 
 
 def cpu_set(spec: str | None) -> list[int]:
@@ -165,7 +179,7 @@ def _pin(cpus):
     return (lambda: os.sched_setaffinity(0, cpus)) if cpus and hasattr(os, "sched_setaffinity") else None
 
 
-def launch(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, rerun="make recipe-<name>") -> Outcome:
+def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, rerun="make recipe-<name>") -> Outcome:
     """Run `python <target> --out OUT <flags>` in its own process (target: ["-m", "module"] or a path),
     pinned to `cpus`, its output in OUT.log; echo(line) sees each line as it comes when given."""
     out = Path(out)
@@ -257,7 +271,7 @@ class Rounds:
 
 def rounds(items, run_one, most: int, counter: Counter, stage, label, stop=None) -> Rounds:
     """The one rounds engine of the recipe runner, the sweep and the ladder: up to `most` rounds, each
-    running every item once in alternating order (runner.alternating), each run a child process
+    running every item once in alternating order (alternating), each run a child process
     (`run_one(item, round_no)` -> Outcome). After each round `stop(round_no, done)` may end it
     early with its reason (the recipe runner's sequential stopping). `label(item, round_no)` names
     a run on the progress line; the counter counts it under `stage`."""

@@ -1,0 +1,1 @@
+"""Markdown, plots and diffs from saved results, and the TensorBoard server; importing no torch."""
