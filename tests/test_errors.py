@@ -25,60 +25,102 @@ def test_unknown_workload_lists_the_valid_ones():
     assert "bert" in line and "churn, resnet18" in line
 
 
+def test_a_script_refuses_bad_input_in_one_line_and_exit_2(tmp_path):
+    """The contract in a child process, as a user meets it; the cases below run in this process."""
+    line = one_line(run_module("recipes.amp.churn_slow", "--steps", "0", "--out", str(tmp_path / "r.json")))
+    assert "--steps: must be 1 or more" in line and "python -m recipes.amp.churn_slow" in line
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.fixture
+def refused(capsys):
+    """refused(module, *argv): a recipe script run in this process on bad input -> the one line it
+    gives (its CookbookError, or the parser's exit 2), with the process hooks put back afterwards."""
+    import runpy
+    import signal
+
+    from common.errors import CookbookError
+
+    saved = sys.argv, sys.excepthook, signal.getsignal(signal.SIGTERM)
+
+    def run(module, *argv):
+        sys.argv = [module, *argv]
+        try:
+            runpy.run_module(module, run_name="__main__")
+        except CookbookError as e:
+            return str(e)
+        except SystemExit as e:
+            assert e.code == 2, e.code
+            lines = capsys.readouterr().err.strip().splitlines()
+            assert len(lines) == 1, lines
+            return lines[0]
+        pytest.fail(f"{module} {' '.join(argv)}: accepted")
+
+    yield run
+    sys.argv, sys.excepthook = saved[:2]
+    signal.signal(signal.SIGTERM, saved[2])
+
+
 @pytest.mark.parametrize("flags, words", [
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["--steps", "0"], "--steps: must be 1 or more"),
     (["--warmup", "-1"], "--warmup: must be 1 or more"),
     (["--batch-size", "x"], "--batch-size: 'x' is not a whole number"),
 ])
-def test_bad_flags(flags, words):
-    assert words in one_line(run_module("recipes.amp.churn_slow", *flags))
+def test_bad_flags(flags, words, refused):
+    assert words in refused("recipes.amp.churn_slow", *flags)
 
 
-def test_unreadable_data_file(tmp_path):
+def test_unreadable_data_file(tmp_path, refused):
     bad = tmp_path / "telco.csv"
     bad.write_bytes(b"\x00\x01\x02 not a csv")
-    line = one_line(run_module("recipes.amp.churn_slow", "--smoke", "--data", str(bad),
-                               "--out", str(tmp_path / "r.json")))
+    line = refused("recipes.amp.churn_slow", "--smoke", "--data", str(bad), "--out", str(tmp_path / "r.json"))
     assert str(bad) in line and "not a readable CSV" in line
     assert not (tmp_path / "r.json").exists()
 
 
-def test_missing_data_file(tmp_path):
-    line = one_line(run_module("recipes.amp.churn_fast", "--smoke", "--data", str(tmp_path / "nope.csv")))
-    assert "no such file" in line
+def test_missing_data_file(tmp_path, refused):
+    assert "no such file" in refused("recipes.amp.churn_fast", "--smoke", "--data", str(tmp_path / "nope.csv"))
 
 
-def test_cuda_requested_without_cuda():
+def test_cuda_requested_without_cuda(refused):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    line = one_line(run_module("recipes.amp.churn_slow", "--device", "cuda", "--smoke"))
+    line = refused("recipes.amp.churn_slow", "--device", "cuda", "--smoke")
     assert "CUDA is not available" in line and "--device cpu" in line
 
 
-def test_help_lists_the_shared_flags():
-    out = run_module("recipes.amp.resnet18_fast", "--help").stdout
+def test_help_lists_the_shared_flags(capsys):
+    import runpy
+
+    saved, sys.argv = sys.argv, ["recipes.amp.resnet18_fast", "--help"]
+    try:
+        with pytest.raises(SystemExit) as e:
+            runpy.run_module("recipes.amp.resnet18_fast", run_name="__main__")
+    finally:
+        sys.argv = saved
+    out = capsys.readouterr().out
+    assert e.value.code == 0
     for flag in ("--device", "--steps", "--warmup", "--batch-size", "--seed", "--data", "--out", "--trace-dir",
                  "--smoke", "--profile-steps", "--image-size"):
         assert flag in out
 
 
-def test_unwritable_output_folder(tmp_path):
+def test_unwritable_output_folder(tmp_path, refused):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    line = one_line(run_module("recipes.amp.churn_slow", "--smoke", "--data", "synthetic",
-                               "--out", str(blocker / "r.json")))
+    line = refused("recipes.amp.churn_slow", "--smoke", "--data", "synthetic", "--out", str(blocker / "r.json"))
     assert "output folder" in line and "cannot be written" in line and "choose another folder" in line
     assert blocker.read_text() == "not a folder"
 
 
-def test_unwritable_trace_folder(tmp_path):
+def test_unwritable_trace_folder(tmp_path, refused):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    line = one_line(run_module("recipes.amp.churn_slow", "--smoke", "--data", "synthetic", "--out",
-                               str(tmp_path / "r.json"), "--trace-dir", str(blocker / "traces")))
+    line = refused("recipes.amp.churn_slow", "--smoke", "--data", "synthetic", "--out", str(tmp_path / "r.json"),
+                   "--trace-dir", str(blocker / "traces"))
     assert "trace folder" in line and "cannot be written" in line
     assert not (tmp_path / "r.json").exists()
 
@@ -91,13 +133,13 @@ def test_unwritable_reports_folder(tmp_path):
     assert "--reports-dir" in line and "choose a writable folder" in line
 
 
-def test_cifar_folder_with_a_missing_batch(tmp_path):
+def test_cifar_folder_with_a_missing_batch(tmp_path, refused):
     from common.workloads import cifar10
 
     root = cifar10.write_synthetic(tmp_path / "cifar", per_file=20)
     (root / cifar10.BATCHES / "test_batch").unlink()
     out = tmp_path / "r.json"
-    line = one_line(run_module("recipes.amp.resnet18_slow", "--smoke", "--data", str(root), "--out", str(out)))
+    line = refused("recipes.amp.resnet18_slow", "--smoke", "--data", str(root), "--out", str(out))
     assert "missing CIFAR-10 batch file test_batch" in line
     assert not out.exists()
 

@@ -1,9 +1,12 @@
 """reports/README.md: one row per recipe and workload, regenerated after every recipe run."""
 import json
 
+import pytest
+
 from common.render import index
 
 
+@pytest.mark.recipe("sync_removal")
 def test_recipe_run_regenerates_the_index(smoke_run):
     _, reports = smoke_run("sync_removal")
     md = (reports / "README.md").read_text()

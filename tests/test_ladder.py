@@ -1,20 +1,31 @@
-"""`make ladder` in smoke mode: every rung runs, keeps parity with the naive rung 0, and changes
-what it says it changes against the rung below."""
+"""`make ladder` in smoke mode on the churn ladder: every rung runs, keeps parity with the naive rung 0,
+and changes what it says it changes against the rung below. The ResNet-18 ladder (12 rungs, four of them
+compiled: minutes of a CPU) is checked as units: each rung switches on its own technique and no other,
+and each technique makes the change its rung declares (its metrics are the recipes' own: see WHERE)."""
+import re
+
 import pytest
 
 import ladder
 from common.analysis import metrics
-from common.analysis.results import LadderSummary, read_result
+from common.analysis.results import Config, LadderSummary, read_result
 from ladder import techniques
 
-from conftest import run_module
+from conftest import REPO, run_module
+
+CLIMBED = "churn"
+# the test of tests/test_recipes.py whose smoke run asserts each metric a ResNet-18 rung declares
+WHERE = {"worker_cpu_ms_per_step": "test_loader_work_moves_out_of_the_training_process",
+         "syncs_per_step": "test_host_reads_per_step_drop_to_zero",
+         "optimizer_ops": "test_multi_tensor_adam_calls_far_fewer_ops",
+         "forward_ops": "test_compiled_graph_calls_fewer_ops_and_pays_on_the_first_step"}
 
 
 @pytest.fixture(scope="module")
 def climbed(tmp_path_factory):
     reports = tmp_path_factory.mktemp("ladder")
-    proc = run_module("common.runners.climb", "--smoke", "--device", "cpu", "--data", "synthetic", "--reports-dir",
-                      str(reports), timeout=1500)
+    proc = run_module("common.runners.climb", CLIMBED, "--smoke", "--device", "cpu", "--data", "synthetic",
+                      "--reports-dir", str(reports), timeout=1500)
     return proc, reports
 
 
@@ -25,14 +36,14 @@ def summary(reports, workload) -> LadderSummary:
 def test_every_rung_runs_and_passes_parity_against_the_naive_one(climbed):
     proc, reports = climbed
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for w, spec in ladder.LADDERS.items():
-        rungs = summary(reports, w).rungs
-        assert [r.id for r in rungs] == spec.ids
-        assert all(r.status == "ok" for r in rungs)
-        assert rungs[0].parity is None and all(r.parity.ok for r in rungs[1:]), w
-        md = (reports / f"ladder_{w}.md").read_text()
-        assert md.count("| ok") == len(rungs) - 1 and "not a GPU result" in md and "Not checked" in md
-        assert all(f"(`{i}`)" in md for i in spec.ids)
+    spec = ladder.LADDERS[CLIMBED]
+    rungs = summary(reports, CLIMBED).rungs
+    assert [r.id for r in rungs] == spec.ids
+    assert all(r.status == "ok" for r in rungs)
+    assert rungs[0].parity is None and all(r.parity.ok for r in rungs[1:])
+    md = (reports / f"ladder_{CLIMBED}.md").read_text()
+    assert md.count("| ok") == len(rungs) - 1 and "not a GPU result" in md and "Not checked" in md
+    assert all(f"(`{i}`)" in md for i in spec.ids)
 
 
 def test_every_rung_changes_what_it_says_against_the_rung_below(climbed):
@@ -40,50 +51,106 @@ def test_every_rung_changes_what_it_says_against_the_rung_below(climbed):
     or a fact the script observed. Checked against the rung below, on this CPU run."""
     _, reports = climbed
     checked = 0
-    for w, spec in ladder.LADDERS.items():
-        rungs = summary(reports, w).rungs
-        for below, rung, rs in zip(rungs, rungs[1:], spec.rungs[1:]):
-            a, b = below.aggregate, rung.aggregate
-            assert rs.changes, f"{w} rung {rs.id} declares no change"
-            for kind, key, want in rs.changes:
-                if kind == "metric":
-                    x, y = metrics.get(key).value(a), metrics.get(key).value(b)
-                    assert x is not None and y is not None, (w, rs.id, key)
-                    assert (y < x) if want == "down" else (y > x), (w, rs.id, key, x, y)
-                elif kind == "config":
-                    assert getattr(b.config, key) > getattr(a.config, key), (w, rs.id, key)
-                else:
-                    assert b.extra["observed"][key] == want != a.extra["observed"].get(key), (w, rs.id, key)
-                checked += 1
-    assert checked >= 15
+    rungs = summary(reports, CLIMBED).rungs
+    for below, rung, rs in zip(rungs, rungs[1:], ladder.LADDERS[CLIMBED].rungs[1:]):
+        a, b = below.aggregate, rung.aggregate
+        assert rs.changes, f"rung {rs.id} declares no change"
+        for kind, key, want in rs.changes:
+            if kind == "metric":
+                x, y = metrics.get(key).value(a), metrics.get(key).value(b)
+                assert x is not None and y is not None, (rs.id, key)
+                assert (y < x) if want == "down" else (y > x), (rs.id, key, x, y)
+            elif kind == "config":
+                assert getattr(b.config, key) > getattr(a.config, key), (rs.id, key)
+            else:
+                assert b.extra["observed"][key] == want != a.extra["observed"].get(key), (rs.id, key)
+            checked += 1
+    assert checked >= 7
 
 
-def test_the_same_data_gives_the_same_losses_until_the_data_changes(climbed):
-    """Churn serves the same requests with the same weights on every rung; ResNet-18's first rungs
-    see the same crops (seeded per sample), so only their speed may differ."""
+def test_the_same_requests_give_the_same_answers_on_every_rung(climbed):
+    """Churn serves the same requests with the same weights on every rung: only the speed may differ."""
     _, reports = climbed
-    for r in summary(reports, "churn").rungs[1:]:
+    for r in summary(reports, CLIMBED).rungs[1:]:
         assert r.parity.max_rel <= 1e-4, r.name
-    for r in summary(reports, "resnet18").rungs[1:3]:
-        assert r.parity.max_rel <= 1e-6, r.name
 
 
 def test_syncs_leave_at_their_rung(climbed):
     _, reports = climbed
-    for w, rung in (("churn", 2), ("resnet18", 2)):
-        syncs = [r.aggregate.evidence.syncs_per_step for r in summary(reports, w).rungs]
-        assert syncs[rung - 1] >= 1 and all(s == 0 for s in syncs[rung:]), (w, syncs)
+    syncs = [r.aggregate.evidence.syncs_per_step for r in summary(reports, CLIMBED).rungs]
+    assert syncs[1] >= 1 and all(s == 0 for s in syncs[2:]), syncs
 
 
 def test_speedups_are_against_rung_0_and_the_rung_below(climbed):
     _, reports = climbed
-    rungs = summary(reports, "resnet18").rungs
-    assert rungs[-1].aggregate.config.batch_size > rungs[-2].aggregate.config.batch_size
+    rungs = summary(reports, CLIMBED).rungs
     assert rungs[-1].cumulative == pytest.approx(
         rungs[-1].aggregate.throughput_per_s / rungs[0].aggregate.throughput_per_s)
     per_sample = lambda r: r.aggregate.median_ms / r.aggregate.config.batch_size  # noqa: E731
     for below, rung in zip(rungs, rungs[1:]):
         assert rung.incremental.ratio == pytest.approx(per_sample(below) / per_sample(rung))
+
+
+# --- every ladder, as units --------------------------------------------------------------------
+@pytest.mark.parametrize("workload", list(ladder.LADDERS))
+def test_each_rung_switches_on_its_own_technique_and_no_other(workload):
+    ids = ladder.LADDERS[workload].ids
+    for i in range(1, len(ids)):
+        now, below = ladder.switches(workload, i), ladder.switches(workload, i - 1)
+        assert [t for t in ids[1:] if now(t) != below(t)] == [ids[i]], (workload, ids[i])
+
+
+@pytest.mark.parametrize("workload", list(ladder.LADDERS))
+def test_each_rung_declares_a_change_that_can_be_checked(workload):
+    """A metric the registry has, a config field, or a fact the script records in run.extra["observed"]."""
+    spec = ladder.LADDERS[workload]
+    script = (REPO / (spec.script.replace(".", "/") + ".py")).read_text()
+    observed = set(re.findall(r'"(\w+)":', script[script.index('run.extra["observed"]'):]))
+    for rs in spec.rungs[1:]:
+        assert rs.changes, f"{workload} rung {rs.id} declares no change"
+        for kind, key, _ in rs.changes:
+            if kind == "metric":
+                assert metrics.get(key), (rs.id, key)
+            elif kind == "config":
+                assert key in Config.__dataclass_fields__, (rs.id, key)
+            else:
+                assert kind == "observed" and key in observed, (rs.id, key, observed)
+
+
+def test_each_resnet18_technique_makes_its_declared_change():
+    """In this process, on a CPU: what each rung observes once its technique is on, and for a declared
+    metric, the recipe whose smoke run asserts that metric moves."""
+    import torch
+
+    from recipes.dataloader import workers
+
+    declared = {key: want for rs in ladder.LADDERS["resnet18"].rungs for kind, key, want in rs.changes
+                if kind == "observed"}
+    cpu = torch.device("cpu")
+    model = techniques.apply_channels_last(torch.nn.Conv2d(3, 4, 3))
+    x = techniques.channels_last_input(torch.randn(2, 3, 8, 8))
+    assert x.is_contiguous(memory_format=torch.channels_last) == declared["channels_last"]
+    with techniques.autocast(cpu, True):
+        assert str(model(x).dtype) == declared["autocast_dtype"]
+    with techniques.autocast(cpu, False):
+        assert model(x).dtype == torch.float32
+    saved = torch.backends.cudnn.benchmark
+    try:
+        techniques.apply_cudnn_benchmark(True)
+        assert torch.backends.cudnn.benchmark == declared["cudnn_benchmark"]
+    finally:
+        torch.backends.cudnn.benchmark = saved
+    compiled = techniques.apply_compile(model, declared["compile_mode"])  # compiles lazily: nothing runs here
+    assert (compiled is not model) == declared["compiled"]
+    assert declared["loader_workers"] == 0 < workers()
+    fused = techniques.adam(model.parameters(), cpu, fused=True, lr=1e-4)
+    assert fused.defaults["foreach"] and not techniques.adam(model.parameters(), cpu, fused=False,
+                                                             lr=1e-4).defaults["foreach"]
+    recipe_tests = (REPO / "tests" / "test_recipes.py").read_text()
+    for rs in ladder.LADDERS["resnet18"].rungs:
+        for kind, key, _ in rs.changes:
+            if kind == "metric":
+                assert f"def {WHERE[key]}(" in recipe_tests, (rs.id, key)
 
 
 def test_incremental_speedup_is_against_the_rung_below_even_after_a_failure():
@@ -118,7 +185,7 @@ def test_fp16_gets_a_grad_scaler_bf16_does_not(monkeypatch):
     made = []
     monkeypatch.setattr(torch.amp, "GradScaler", lambda device, enabled: made.append((device, enabled)))
     techniques.grad_scaler(torch.device("cpu"), True)  # the CPU autocasts to bf16
-    monkeypatch.setattr(ladder, "amp_dtype", lambda device: torch.float16)  # a GPU without bf16
+    monkeypatch.setattr(techniques, "amp_dtype", lambda device: torch.float16)  # a GPU without bf16
     techniques.grad_scaler(torch.device("cuda"), True)
     techniques.grad_scaler(torch.device("cuda"), False)  # a rung below AMP
     assert made == [("cpu", False), ("cuda", True), ("cuda", False)]

@@ -35,6 +35,7 @@ def get(port, path):
         return json.loads(r.read())
 
 
+@pytest.mark.recipe("amp")
 def test_profiler_plugin_lists_runs_and_views(amp_smoke):
     pytest.importorskip("torch_tb_profiler")
     _, reports = amp_smoke
@@ -62,6 +63,7 @@ def test_profiler_plugin_lists_runs_and_views(amp_smoke):
         proc.wait(timeout=20)
 
 
+@pytest.mark.recipe("amp")
 def test_taken_port_is_one_clear_error(amp_smoke):
     _, reports = amp_smoke
     with socket.socket() as s:

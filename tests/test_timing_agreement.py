@@ -8,6 +8,7 @@ import signal
 import sys
 from statistics import median
 
+import pytest
 import torch
 from torch.utils import benchmark
 
@@ -22,6 +23,7 @@ from conftest import REPO
 # 32 rounds: with 16, the two estimators' medians of a ~1.1x ratio (per-round noise +-20% on a
 # 2-core VM) disagreed by more than 10% in one quiet fresh-clone run of two
 STEPS, WARMUP, ROUNDS = 30, 5, 32
+pytestmark = pytest.mark.alone  # a neighbour test would load the cores it times
 
 
 def churn_twins():
