@@ -7,16 +7,22 @@ from common.workloads import cifar10, telco
 from common.workloads.device_batches import CropFlipNormalize, DeviceBatches
 
 
+def _telco(run):
+    """The Telco split (X_train, X_test, y_train, y_test) for run.data; the run's result names its source."""
+    *split, source = telco.load(run.data)
+    run.record_data_source(source)
+    return split
+
+
 def churn_train(run):
-    """Standardized Telco training split (features, targets) on run.device; records the source."""
-    X_train, _, y_train, _, run.data_source = telco.load(run.data)
+    """Standardized Telco training split (features, targets) on run.device."""
+    X_train, _, y_train, _ = _telco(run)
     return torch.from_numpy(X_train).to(run.device), torch.from_numpy(y_train).to(run.device)
 
 
 def churn_splits(run):
     """The seed's split as CPU tensors (X_train, X_test, y_train, y_test), standardized."""
-    X_train, X_test, y_train, y_test, run.data_source = telco.load(run.data)
-    return tuple(torch.from_numpy(a) for a in (X_train, X_test, y_train, y_test))
+    return tuple(torch.from_numpy(a) for a in _telco(run))
 
 
 def device_batches(run, *tensors):
@@ -27,7 +33,8 @@ def device_batches(run, *tensors):
 def cifar10_train_batches(run, channels_last: bool = False):
     """CIFAR-10 train images (uint8, on the device) -> augmented, normalized float batches (NHWC in
     memory with channels_last=True: the layout tensor-core convolutions want)."""
-    images, labels, run.data_source = cifar10.load_train(run.data)
+    images, labels, source = cifar10.load_train(run.data)
+    run.record_data_source(source)
     tensors = (torch.from_numpy(images).to(run.device), torch.from_numpy(labels).to(run.device))
     return DeviceBatches(tensors, run.batch_size, run.generator,
                          transform=CropFlipNormalize(run.image_size, run.generator, run.device, channels_last))
@@ -35,7 +42,7 @@ def cifar10_train_batches(run, channels_last: bool = False):
 
 def churn_serving(run):
     """Standardized Telco test split on run.device: the requests a served model answers."""
-    _, X_test, _, _, run.data_source = telco.load(run.data)
+    _, X_test, _, _ = _telco(run)
     return torch.from_numpy(X_test).to(run.device)
 
 
@@ -95,5 +102,6 @@ def cifar10_train_dataset(run):
 
     augment = transforms.Compose([transforms.RandomResizedCrop(run.image_size), transforms.RandomHorizontalFlip(),
                                   transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
-    dataset, run.data_source = cifar10.train_dataset(run.data)
+    dataset, source = cifar10.train_dataset(run.data)
+    run.record_data_source(source)
     return SeededAugmentation(dataset, augment, run.seed)

@@ -17,7 +17,7 @@ PRESETS = {
     },
 }
 WORKLOADS = tuple(PRESETS)
-# the learning probe's steps on one batch after the run, for parity (harness._probed): enough for the
+# the learning probe's steps on one batch after the run, for parity (measure.stages.probed): enough for the
 # churn MLP to cut its loss by a fifth at batch 4096, ResNet-18 fits its batch in 4
 PROBE_STEPS = 12
 

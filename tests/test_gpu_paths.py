@@ -10,6 +10,7 @@ import torch
 from common import graphs, harness
 from common.analysis import aggregate, stats
 from common.analysis.results import Comparison, WorkloadComparison
+from common.measure import process, stages
 from common.render import report
 
 from conftest import REPO
@@ -28,11 +29,10 @@ def test_the_timed_stretch_is_sized_from_the_median_warm_up_step(tmp_path, monke
     its CUDA graph) and then 1 ms each: 1 s of timed steps is 1000 steps of 1 ms, not the 76 that
     the mean of steps 2..5 (13 ms) would give."""
     clock = [100.0]
-    monkeypatch.setattr(harness, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(stages, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
     run = _start(tmp_path, "--warmup", "5", "--steps", "10", "--min-time", "1")
     try:
-        run._stream = iter(range(100))
-        stage = run._warm_up()
+        stage = stages.warm_up(iter(range(100)).__next__, run.device, run.warmup, run._phases.ranges, 0.0)
         next(stage)  # the first warm-up batch
         warm = None
         for seconds in (5.0, 0.05, 0.001, 0.001, 0.001):  # the script's step, then it asks for the next batch
@@ -45,9 +45,10 @@ def test_the_timed_stretch_is_sized_from_the_median_warm_up_step(tmp_path, monke
         assert warm.first_step_s == pytest.approx(5.0)
         assert warm.wall_s == pytest.approx(5.053)
         assert warm.step_s == pytest.approx(0.001)
-        assert run._timed_steps(warm) == 1000
+        timed_steps = stages.timed_steps(warm, run.steps, run.config.min_time_s)
+        assert timed_steps == 1000
         mean = (0.05 + 3 * 0.001) / 4
-        assert run._timed_steps(warm) > 10 * math.ceil(1 / mean)  # what the mean gave
+        assert timed_steps > 10 * math.ceil(1 / mean)  # what the mean gave
     finally:
         run.close()
 
@@ -56,8 +57,8 @@ def test_the_warm_up_waits_for_each_step_and_the_timed_loop_for_none():
     """A sync per warm-up step (untimed) is allowed; the timed loop reads its timers once, after it."""
     import inspect
 
-    warm, timed = inspect.getsource(harness.Run._warm_up), inspect.getsource(harness.Run._timed)
-    assert "synchronize(self.device)  # note: this is a sync point" in warm
+    warm, timed = inspect.getsource(stages.warm_up), inspect.getsource(stages.timed)
+    assert "synchronize(device)  # note: this is a sync point" in warm
     loop = timed[timed.index("for i in range(n)"):timed.index("step_ms = timer.step_ms()")]
     assert "synchronize" not in loop and ".item()" not in loop
 
@@ -170,7 +171,7 @@ def test_the_hook_asks_with_the_run_s_memory_cap(tmp_path, monkeypatch):
     """A capped run writes an out-of-memory result for cuDNN's "no engine"; an uncapped one keeps the trace."""
     run = _start(tmp_path, "--smoke")
     try:
-        hooks = harness._Hooks("x")
+        hooks = process.Hooks("x")
         hooks.run = run
         written = []
         monkeypatch.setattr(run, "write_oom", written.append)

@@ -154,7 +154,7 @@ def test_each_resnet18_technique_makes_its_declared_change():
 
 
 def test_incremental_speedup_is_against_the_rung_below_even_after_a_failure():
-    """The old code compared with the last rung that ran: after a failed rung, against two below."""
+    """Not against the last rung that ran: after a failed rung, that is two below."""
     from common.runners.climb import summarize
 
     from tests_helpers import run_result

@@ -1,6 +1,5 @@
 """Report pieces that need no child process: what is written and linked, the host-bound lead, MFU,
-and the defects found in review (a PNG path printed but not written, the phase timer's reserved
-peak, the baselines' step count)."""
+only written files listed, the phase timer's reserved peak, the baselines' step count."""
 import pytest
 import torch
 
@@ -55,8 +54,8 @@ def test_a_pair_that_pays_or_runs_on_a_cpu_gets_no_host_bound_lead(tmp_path):
 
 
 def test_only_written_files_are_listed(tmp_path):
-    """A comparison where one variant failed has no speedup and no plot: the old code still
-    printed reports/<recipe>.png."""
+    """A comparison where one variant failed has no speedup and no plot, and names no
+    reports/<recipe>.png."""
     entry = _entry([10.0, 10.1], [5.0, 5.1])
     entry.fast, entry.speedup, entry.parity = None, None, None
     written = report.render(_comparison(entry), tmp_path)
@@ -108,20 +107,17 @@ def test_the_churn_baseline_trains_the_seed_s_440_steps():
 def test_the_memory_budget_caps_the_allocator_of_the_current_gpu(monkeypatch):
     """torch.device("cuda") has no index; set_per_process_memory_fraction needs one (the first
     review caught that every budgeted CUDA run would have crashed)."""
-    from common import harness
+    from common.measure import memory
 
     calls = []
     props = type("P", (), {"total_memory": 80e9})()
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda frac, index: calls.append((frac, index)))
-    run = harness.Run.__new__(harness.Run)
-    run.device, run.notices = torch.device("cuda"), []
-    run._cap_memory(16)
-    assert calls == [(0.2, 0)] and "capped at 16 GB of 80 GB" in run.notices[0]
-    run.device, run.notices = torch.device("cpu"), []
-    run._cap_memory(16)
-    assert "needs CUDA" in run.notices[0]
+    capped, notice = memory.cap(torch.device("cuda"), 16)
+    assert calls == [(0.2, 0)] and capped == 16 and "capped at 16 GB of 80 GB" in notice
+    capped, notice = memory.cap(torch.device("cpu"), 16)
+    assert capped is None and "needs CUDA" in notice
 
 
 def test_backward_ops_on_autograd_s_thread_belong_to_the_backward_phase(tmp_path):

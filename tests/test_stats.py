@@ -38,7 +38,7 @@ def test_empty_sample_is_an_error():
 
 
 def test_two_rounds_give_a_true_median_not_the_maximum():
-    """The old code took sorted(x)[len(x) // 2]: with two processes, the larger one."""
+    """Not sorted(x)[len(x) // 2], which with two processes is the larger one."""
     s = stats.speedup([10.0, 14.0], [5.0, 7.0])
     assert s.ratio == pytest.approx(12.0 / 6.0)
     from common.analysis.aggregate import aggregate

@@ -13,7 +13,8 @@ WORKLOADS = ("churn", "resnet18")
 
 def test_the_device_pipeline_makes_nhwc_batches_when_asked():
     run = type("Run", (), {"data": "synthetic", "batch_size": 4, "image_size": 32, "device": torch.device("cpu"),
-                           "generator": torch.Generator().manual_seed(0)})()
+                           "generator": torch.Generator().manual_seed(0),
+                           "record_data_source": lambda self, source: None})()
     images, _ = next(iter(data.cifar10_train_batches(run, channels_last=True)))
     assert images.is_contiguous(memory_format=torch.channels_last) and images.shape == (4, 3, 32, 32)
     images, _ = next(iter(data.cifar10_train_batches(run)))

@@ -57,7 +57,7 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
       cast shows at once);
     - trajectory: means over windows of steps stay close, measured against the initial loss so that
       losses near zero do not blow the ratio up (a run that diverges shows here);
-    - probe: after the run, both train on one batch for a few steps (harness._probed) and must fit it
+    - probe: after the run, both train on one batch for a few steps (measure.stages.probed) and must fit it
       alike, where the early steps are compared: fresh batches' noise can hide a twin that stops
       learning for hundreds of steps; the probe shows it in a few, at any batch size;
     - every loss of the fast twin is finite.

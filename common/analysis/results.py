@@ -157,7 +157,7 @@ class Config(Record):
     seed: int
     data: str | None
     min_time_s: float = 0.0  # steps were added until the timed stretch lasted this long
-    probe_steps: int = 0  # learning-probe steps after the run (harness._probed)
+    probe_steps: int = 0  # learning-probe steps after the run (measure.stages.probed)
 
 
 @dataclass
@@ -273,7 +273,7 @@ class RunResult(Record):
     gpu_monitor: dict | None = None
     warnings: list[str] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
-    probe_losses: list[float] = field(default_factory=list)  # the learning probe (harness._probed), for parity
+    probe_losses: list[float] = field(default_factory=list)  # the learning probe (measure.stages.probed), for parity
     extra: dict = field(default_factory=dict)
     oom: Oom | None = None
 

@@ -4,6 +4,7 @@ os.times() counts children only once they have exited and been waited for; persi
 alive during the timed steps, so their counters are read from /proc (Linux). None elsewhere.
 """
 import os
+import time
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -39,3 +40,17 @@ def children_s() -> float | None:
             continue  # exited meanwhile
         todo += _children(pid)
     return total
+
+
+class Clock:
+    """CPU time from now on, of this process and of its live children (time.process_time counts
+    only this process)."""
+
+    def __init__(self):
+        self.own, self.children = time.process_time(), children_s()
+
+    def ms_per_step(self, steps: int) -> tuple[float, float | None]:
+        """(this process, its children) CPU ms per step since the clock started; children None without /proc."""
+        own, children = time.process_time() - self.own, children_s()
+        both = self.children is not None and children is not None
+        return own * 1000 / steps, (children - self.children) * 1000 / steps if both else None

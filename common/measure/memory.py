@@ -21,3 +21,24 @@ def peak(device: torch.device) -> Memory:
     scale = 1 if sys.platform == "darwin" else 1024
     return Memory(kind="cpu_peak_rss", peak_mb=rss * scale / 2**20)
 
+
+def timed_peak(device: torch.device, phase_timer=None) -> Memory:
+    """The peak since reset_peak(). A phase timer (timing.PhaseTimer) resets the allocator's peaks
+    at every phase, so with one on, the stretch's peaks are the highest it kept."""
+    found = peak(device)
+    if phase_timer is not None and phase_timer.peaks:
+        found.peak_mb = max(found.peak_mb, *phase_timer.peaks.values())
+        found.reserved_mb = max(found.reserved_mb or 0.0, phase_timer.reserved_peak_mb)
+    return found
+
+
+def cap(device: torch.device, gb: float) -> tuple[float | None, str]:
+    """As on a card with `gb` of memory: the allocator refuses beyond it (an out-of-memory result).
+    Returns the cap in effect (None on a CPU, which has none) and the notice that says so."""
+    if device.type != "cuda":
+        return None, f"--memory-budget-gb {gb:g}: a memory budget needs CUDA; ignored on a CPU"
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    total = torch.cuda.get_device_properties(index).total_memory
+    # the allocator's cap: the CUDA context and libraries' workspaces come on top of it
+    torch.cuda.set_per_process_memory_fraction(min(1.0, gb * 1e9 / total), index)
+    return gb, f"GPU memory capped at {gb:g} GB of {total / 1e9:.0f} GB (--memory-budget-gb)"

@@ -6,6 +6,7 @@ them, so a step that waits for the CPU (data, launches) is still measured as wal
 """
 import time
 
+import numpy as np
 import torch
 
 
@@ -136,3 +137,13 @@ class DataTimer:
         if not self.cuda:
             return None
         return [a.elapsed_time(b) for a, b in zip(self.before, self.after)]
+
+    def shares(self, step_ms: list[float], wall_s: float) -> tuple[float, float | None, float | None]:
+        """The host's median ms in next(), its share of the stretch's wall time, and the share of the
+        step time the device waited for data: on CUDA the GPU's time between the events (the host's
+        includes blocking on a full launch queue), on a CPU the host's share."""
+        host_ms, device_ms = self.host_ms(), self.device_ms()
+        host_share = sum(host_ms) / (wall_s * 1000) if wall_s else None
+        total_ms = sum(step_ms)
+        wait_share = host_share if device_ms is None else (sum(device_ms) / total_ms if total_ms else None)
+        return float(np.median(host_ms)), host_share, wait_share

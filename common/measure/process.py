@@ -1,0 +1,90 @@
+"""The process around a harness script: its exception and SIGTERM hooks, which error counts as out
+of memory, the device it asked for, and folders it must be able to write."""
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+
+import torch
+
+from common.errors import EXIT_OOM, CookbookError
+
+# the allocator's words, and the CUDA libraries' when they cannot allocate their own workspace:
+# CUDNN_STATUS_ALLOC_FAILED, CUBLAS_STATUS_ALLOC_FAILED, CUFFT_ALLOC_FAILED, CUSOLVER_STATUS_ALLOC_FAILED ...
+OOM_WORDS = ("out of memory", "can't allocate memory", "ALLOC_FAILED")
+# what cuDNN and cuBLAS say near a memory cap, in other words: no engine whose workspace fits, a
+# handle that could not be created. Without a cap these are genuine errors (an unsupported
+# configuration), so they count as out of memory only when the run capped its memory.
+CAPPED_OOM_WORDS = ("unable to find an engine", "CUDNN_STATUS_NOT_SUPPORTED", "CUBLAS_STATUS_NOT_INITIALIZED")
+
+
+def is_oom(exc: BaseException, capped: bool = False) -> bool:
+    """Did this run out of memory? `capped`: the run's memory is capped (--memory-budget-gb took
+    effect), where cuDNN's "no engine" and cuBLAS's failed handle mean the workspace did not fit."""
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return True
+    if not isinstance(exc, RuntimeError):
+        return False
+    text = str(exc)
+    return any(w in text for w in OOM_WORDS) or (capped and any(w in text for w in CAPPED_OOM_WORDS))
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # a kill ends like Ctrl-C: nothing half-written
+
+
+class Hooks:
+    """The process-wide handlers of a harness script: input problems are one line, not a stack
+    trace; running out of memory is a result (run.write_oom); anything else keeps its trace."""
+
+    def __init__(self, prog: str):
+        self.prog, self.run = prog, None
+
+    def uncaught(self, exc_type, exc, tb):
+        if issubclass(exc_type, CookbookError):
+            print(f"{self.prog}: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        if issubclass(exc_type, KeyboardInterrupt):
+            print(f"{self.prog}: interrupted: no result written", file=sys.stderr)
+            sys.exit(130)
+        if self.run is not None and is_oom(exc, capped=self.run.memory_cap_gb is not None):
+            self.run.write_oom(exc)
+            sys.exit(EXIT_OOM)
+        sys.__excepthook__(exc_type, exc, tb)
+
+
+@contextlib.contextmanager
+def process_hooks(prog: str):
+    """Install the exception hook and the SIGTERM handler; restore the previous ones on exit."""
+    hooks = Hooks(prog)
+    saved = sys.excepthook, signal.getsignal(signal.SIGTERM)
+    sys.excepthook = hooks.uncaught
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield hooks
+    finally:
+        sys.excepthook = saved[0]
+        signal.signal(signal.SIGTERM, saved[1])
+
+
+def resolve_device(choice: str) -> tuple[torch.device, list[str]]:
+    """The device --device names, and the notices that go with it (auto without CUDA runs on the CPU)."""
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise CookbookError(f"--device cuda: CUDA is not available here (torch {torch.__version__}); "
+                            "use --device cpu or --device auto")
+    if choice == "auto" and not torch.cuda.is_available():
+        return torch.device("cpu"), ["CUDA not available: ran on CPU (numbers are CPU numbers)"]
+    return torch.device("cuda" if choice in ("auto", "cuda") else "cpu"), []
+
+
+def writable_dir(path: Path, what: str) -> Path:
+    """`path`, created; one line naming it when it cannot be written, before any step runs."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise CookbookError(f"{what} {path} cannot be written ({e.strerror}); choose another folder") from None
+    return path

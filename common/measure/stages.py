@@ -1,0 +1,225 @@
+"""The five stages of a run over one stream of batches (see common/harness.py), each a generator
+that yields the script its batches and returns what it measured, used with `yield from`. They share
+no state but what they are handed: the Feed that fetches batches, and the Phases that run.phase()
+reads (the timed stage names its step there, the profiled stage turns on profiler ranges)."""
+import contextlib
+import math
+import sys
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from common.analysis import stats
+from common.analysis.results import Evidence, PhaseEvidence, Timing
+from common.measure import cpu_time, hta, memory
+from common.measure.nvtx import Ranges
+from common.measure.profiling import mark_rank, memory_artifacts, op_views, profiler, trace_evidence
+from common.measure.timing import DataTimer, PhaseTimer, StepTimer, synchronize
+
+PHASES = ("data", "copy", "forward", "backward", "optimizer")  # "copy": host-to-device, where a script has one
+
+MAX_STEPS = 20_000  # the most timed steps --min-time may ask for
+
+Stage = Generator[Any, None, Any]  # yields the script's batches, returns what the stage measured
+
+
+class Phases:
+    """What run.phase() needs to know of the stage under way. `step`: the timed step in progress,
+    set by the timed stage only (the phase timer's row; None outside it). `profiling`: set by the
+    profiled stage only, for a profiler range per phase."""
+
+    def __init__(self, ranges: Ranges, timer: PhaseTimer | None):
+        self.ranges, self.timer = ranges, timer
+        self.step: int | None = None
+        self.profiling = False
+
+    @contextlib.contextmanager
+    def range(self, name: str):
+        """An NVTX range (CUDA) and, while profiling, a profiler range named after the phase."""
+        timer, step = self.timer, self.step
+        started = timer.start() if timer is not None and step is not None else None
+        with self.ranges.range(name):
+            if self.profiling:
+                with torch.profiler.record_function(name):
+                    yield
+            else:
+                yield
+        if started is not None:
+            timer.stop(step, name, started)
+
+
+class Feed:
+    """The script's batches as the stages hand them out: each fetched inside the "data" phase,
+    counted (run.steps_run), the last one kept (the learning probe reuses it)."""
+
+    def __init__(self, batches: Iterator, phases: Phases):
+        self.batches, self.phases = batches, phases
+        self.count, self.last = 0, None
+
+    def __call__(self):
+        self.count += 1
+        with self.phases.range("data"):
+            self.last = next(self.batches)
+            return self.last
+
+
+@dataclass
+class WarmUp:
+    steps: int
+    wall_s: float
+    first_step_s: float | None
+    step_s: float | None  # wall time per step after the first: sizes the timed stretch
+
+
+def warm_up(feed: Callable, device: torch.device, n: int, ranges: Ranges, setup_s: float) -> Stage:
+    """Untimed steps, each waited for: the first holds compilation and autotuning; the median of
+    the others sizes the timed stretch. Not their mean: one of them may record a CUDA graph
+    (torch.compile's mode="reduce-overhead" does so on its second or third call), tens of ms
+    against a step of 1 ms, and a mean would size the stretch from that. `setup_s`: the one-time
+    work run.setup() timed before the loop, counted like compilation in the wall and first-step times."""
+    steps = []
+    t0 = last = time.perf_counter()
+    for i in range(n):
+        with ranges.range(f"warmup {i}"):
+            yield feed()
+        synchronize(device)  # note: this is a sync point, after each untimed warm-up step only
+        now = time.perf_counter()
+        steps.append(now - last)
+        last = now
+    wall = last - t0
+    first = steps[0] + setup_s if steps else None
+    per_step = float(np.median(steps[1:])) if len(steps) > 1 else None
+    return WarmUp(n, wall + setup_s, first, per_step)
+
+
+def timed_steps(warm: WarmUp, steps: int, min_time_s: float) -> int:
+    """The preset's steps, or more when they would last less than min_time_s."""
+    if not min_time_s or not warm.step_s:
+        return steps
+    return int(min(MAX_STEPS, max(steps, math.ceil(min_time_s / max(warm.step_s, 1e-6)))))
+
+
+def timed(feed: Callable, device: torch.device, n: int, batch_size: int, warm: WarmUp, phases: Phases,
+          watch: contextlib.AbstractContextManager) -> Stage:
+    """n steps between CUDA events (perf_counter on a CPU) read once after the last, the batch's
+    fetch timed apart (timing.DataTimer), the GPU watched (`watch`, a GpuMonitor); no profiler.
+    Returns (Timing, the peak Memory of these steps)."""
+    memory.reset_peak(device)
+    timer, data = StepTimer(device, n), DataTimer(device, n)
+    cpu = cpu_time.Clock()
+    t0 = time.perf_counter()
+    with watch:
+        for i in range(n):
+            timer.start(i)
+            phases.step = i
+            with phases.ranges.range(f"step {i}"):
+                data.start(i)
+                batch = feed()
+                data.stop(i)
+                yield batch
+            timer.stop(i)
+        phases.step = None
+        step_ms = timer.step_ms()  # the one sync of the timed stretch, after its last step
+    wall_s = time.perf_counter() - t0
+    cpu_ms, worker_cpu_ms = cpu.ms_per_step(n)
+    peak = memory.timed_peak(device, phases.timer)
+    host_median_ms, host_share, wait_share = data.shares(step_ms, wall_s)
+    timing = Timing(step_ms=step_ms, summary=stats.summarize(step_ms, batch_size), warmup_steps=warm.steps,
+                    warmup_s=warm.wall_s, first_step_s=warm.first_step_s, timed_wall_s=wall_s,
+                    cpu_ms_per_step=cpu_ms, worker_cpu_ms_per_step=worker_cpu_ms,
+                    host_data_ms_median=host_median_ms, host_data_share=host_share, data_wait_share=wait_share)
+    if phases.timer is not None:
+        timing.phase_ms = {p: stats.summarize(ms, batch_size) for p, ms in phases.timer.phase_ms().items()}
+        timing.phase_peak_mb = phases.timer.peaks or None  # CUDA only
+    return timing, peak
+
+
+def profiled(feed: Callable, device: torch.device, steps: int, trace_dir: Path, worker: str,
+             memory_dir: Path | None, phases: Phases) -> Stage:
+    """torch.profiler over 1 warm-up + `steps` active steps: the trace and its Evidence (None with
+    no profiled steps); with a memory folder, the memory timeline and (CUDA) snapshot. Never timed."""
+    if not steps:
+        return None
+    snapshot = memory_dir is not None and device.type == "cuda"
+    if snapshot:
+        torch.cuda.memory._record_memory_history(max_entries=100_000)  # allocations with stacks
+    with profiler(trace_dir, worker, device, steps, with_stack=memory_dir is not None) as prof:
+        phases.profiling = True
+        for _ in range(steps + 1):  # +1: the profiler's own warm-up step
+            yield feed()
+            prof.step()
+            mark_rank(prof)
+        phases.profiling = False
+    found = trace_evidence(prof.trace_path, device, PHASES)
+    found["phases"] = {p: PhaseEvidence(**v) for p, v in found["phases"].items()}
+    evidence = Evidence(trace=str(prof.trace_path), **found, views=op_views(prof, device, steps, set(PHASES)),
+                        hta=hta.summarize(prof.trace_path, device))
+    if memory_dir is not None:
+        evidence.memory = memory_artifacts(prof, memory_dir, worker, device, snapshot)
+    return evidence
+
+
+def counted(feed: Callable, recorded_flops: float | None) -> Stage:
+    """One step under FlopCounterMode: the FLOPs a step really executes, recomputation included.
+    A replayed CUDA graph runs no aten ops for the counter to see: then `recorded_flops`, the count
+    common.graphs took of the same step when it recorded it, else no count rather than 0."""
+    counter = FlopCounterMode(display=False)
+    with eager_compiled(), counter:
+        yield feed()
+    return counter.get_total_flops() or recorded_flops
+
+
+def probed(batch, steps: int) -> Stage:
+    """The learning probe, for parity: more steps on the last batch, which any model soon fits, so
+    a twin that stops learning shows in a few steps at any batch size (aggregate.parity)."""
+    for _ in range(steps):
+        yield batch
+
+
+def eager_compiled():
+    """A context in which torch.compile'd code runs eagerly, for the FLOP-counted step: compiled
+    code cannot run under the counter's dispatch mode (with fullgraph=True it is an error). The same
+    arithmetic, counted (torch.compiler.set_stance: torch 2.6, the floor of requirements.txt)."""
+    if "torch._dynamo" not in sys.modules:
+        return contextlib.nullcontext()
+    return torch.compiler.set_stance("force_eager")
+
+
+def shut_down(source) -> None:
+    """Stop a DataLoader's worker processes now. Left to interpreter exit, persistent workers are
+    joined one by one after the queues they listen on are gone: on the H100 host, 15 workers took
+    about 75 s to join (5 s each), for a 2 s run."""
+    shutdown = getattr(source, "_shutdown_workers", None)
+    if shutdown is not None:
+        shutdown()
+
+
+def nbytes(batch) -> int:
+    """The bytes of a batch's tensors (a served request's size)."""
+    tensors = batch if isinstance(batch, (tuple, list)) else (batch,)
+    return sum(t.nelement() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+def compile_stats() -> dict | None:
+    """What torch.compile did in this process, when it was used: graphs captured, graph breaks, and
+    recompilations. Dynamo captures one graph per compiled callable, one more per graph break, and
+    one more per recompilation (a guard failed: a new shape, a new dtype), so for the one compiled
+    model of a recipe, recompilations = graphs - 1 - breaks."""
+    if "torch._dynamo" not in sys.modules:
+        return None
+    from torch._dynamo.utils import counters
+
+    graphs = counters["stats"].get("unique_graphs", 0)
+    if not graphs:
+        return None
+    breaks = sum(counters["graph_break"].values())
+    return {"graphs": graphs, "graph_breaks": breaks, "recompiles": max(0, graphs - 1 - breaks),
+            # mode="reduce-overhead" skips CUDA graphs silently (a mutated input, a CPU tensor...)
+            "cudagraph_skips": counters["inductor"].get("cudagraph_skips", 0),
+            "break_reasons": [r.splitlines()[0][:200] for r in counters["graph_break"]][:5]}
