@@ -10,6 +10,12 @@ from statistics import median
 from common.analysis import ceiling
 from common.analysis.results import VariantAggregate
 
+NONE = "n/a"  # a figure that was not measured (a CPU run has no GPU idle share)
+
+
+def fmt(value, spec: str, none: str = NONE) -> str:
+    """Every figure the reports and the terminal print: format(value, spec), or "n/a" when not measured."""
+    return none if value is None else format(value, spec)
 
 @dataclass(frozen=True)
 class Metric:
@@ -28,11 +34,7 @@ class Metric:
 
     def text(self, v: VariantAggregate | None) -> str:
         x = self.value(v)
-        if x is None:
-            return "n/a"
-        if self.unit == "B/s":
-            return _bytes_per_s(x)
-        return format(x, self.fmt)
+        return _bytes_per_s(x) if x is not None and self.unit == "B/s" else fmt(x, self.fmt)
 
     def title(self, cpu: bool = False) -> str:
         return self.cpu_label if cpu and self.cpu_label else self.label

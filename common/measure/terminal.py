@@ -3,6 +3,7 @@ from pathlib import Path
 
 from common import env
 from common.analysis import stats
+from common.analysis.metrics import fmt
 from common.analysis.results import RunResult
 
 
@@ -11,7 +12,6 @@ def summary(r: RunResult, out: Path) -> str:
     t, s, m, ev, cfg = r.timing, r.timing.summary, r.memory, r.evidence, r.config
     src = r.data_source or {}
     size = f", image {cfg.image_size}px" if cfg.image_size else ""
-    fmt = lambda v, spec: "n/a" if v is None else format(v, spec)  # noqa: E731
     mem = (f"{m.peak_mb:.0f} MB allocated ({m.reserved_mb:.0f} MB reserved)" if m.kind == "cuda_allocator"
            else f"{m.peak_mb:.0f} MB peak RSS (CPU, whole process)")
     longer = f" (more than the preset's {cfg.steps}: at least {cfg.min_time_s:g} s of steps)" if s.n > cfg.steps else ""

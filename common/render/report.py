@@ -10,6 +10,7 @@ from pathlib import Path
 from common import env
 from common.analysis import goals, metrics, stats
 from common.analysis.aggregate import parity_failure
+from common.analysis.metrics import fmt
 from common.analysis.results import (
     Comparison,
     VariantAggregate,
@@ -31,10 +32,6 @@ VIEW_ROWS = 8
 HTA_DISAGREE = 0.05  # our GPU idle share and HTA's may differ by 5 points before the report flags it
 NOISY_ADVICE = (f"NOISY: the per-process medians spread by more than {stats.NOISY_CV:.0%} (CV between processes); "
                 "re-run on an idle machine, or with more rounds (ARGS='--rounds 8')")
-
-
-def _fmt(value, spec, none="n/a"):
-    return none if value is None else format(value, spec)
 
 
 def _value(key, v):
@@ -237,7 +234,7 @@ def _process_lines(entry: WorkloadComparison, cpu: bool):
     out = []
     for name, v in _variants(entry):
         out.append(f"- {name}: per-process medians {', '.join(f'{m:.3f}' for m in v.process_medians_ms)} ms; "
-                   f"CV between processes {_fmt(v.between_cv, '.1%')}, within a process {v.within_cv:.1%} (median)"
+                   f"CV between processes {fmt(v.between_cv, '.1%')}, within a process {v.within_cv:.1%} (median)"
                    + (" - **noisy**" if noisy(v) else ""))
     if any(noisy(v) for _, v in _variants(entry)):
         out.append(f"- {NOISY_ADVICE}")
@@ -258,11 +255,11 @@ def _hta_lines(slow: VariantAggregate, fast: VariantAggregate, cpu: bool):
             continue
         theirs = h.get("idle_share")
         flag = (ours is not None and theirs is not None and abs(ours - theirs) > HTA_DISAGREE)
-        out.append(f"- HolisticTraceAnalysis ({name}): GPU idle {_fmt(theirs, '.1%')} (ours {_fmt(ours, '.1%')})"
+        out.append(f"- HolisticTraceAnalysis ({name}): GPU idle {fmt(theirs, '.1%')} (ours {fmt(ours, '.1%')})"
                    + (f" - **they disagree by {abs(ours - theirs) * 100:.0f} points**: "
                       "see the README's 'Measurement integrity'" if flag else "")
-                   + f"; host blocked on a full launch queue {_fmt(h.get('blocked_on_full_queue_ms_per_step'), '.3f')} "
-                     f"ms/step; kernel launches per step {_fmt(h.get('launches_per_step'), '.0f')}"
+                   + f"; host blocked on a full launch queue {fmt(h.get('blocked_on_full_queue_ms_per_step'), '.3f')} "
+                     f"ms/step; kernel launches per step {fmt(h.get('launches_per_step'), '.0f')}"
                    + (f"; note: {h['note']}" if h.get("note") else ""))
     return out
 
@@ -367,8 +364,8 @@ def _setup_lines(slow, fast, cpu):
             out.append(f"- {what[0].upper() + what[1:]} ({name} twin): {seconds:.3f} s before the timed loop"
                        + (" (nothing to capture on a CPU: the step ran eagerly)" if cpu else
                           " (its warm-up steps and the recording)")
-                       + f"; counted in the warm-up ({_fmt(metrics.get('warmup_s').value(v), '.2f')} s) and "
-                         f"first-step ({_fmt(metrics.get('first_step_s').value(v), '.2f')} s) figures, as "
+                       + f"; counted in the warm-up ({fmt(metrics.get('warmup_s').value(v), '.2f')} s) and "
+                         f"first-step ({fmt(metrics.get('first_step_s').value(v), '.2f')} s) figures, as "
                          "torch.compile's compilation is")
     return out
 

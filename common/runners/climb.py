@@ -17,6 +17,7 @@ import ladder
 from common import env
 from common.analysis import metrics, stats
 from common.analysis.aggregate import aggregate, parity, parity_failure
+from common.analysis.metrics import fmt
 from common.analysis.results import LadderSummary, Rung, atomic_write_bytes, atomic_write_text, write_result
 from common.cli import OneLineParser, check_script_flags, split_passthrough
 from common.errors import CookbookError, exit_with
@@ -175,7 +176,7 @@ def _throughput(a) -> str:
 
 def _incremental(s) -> str:
     if s is None:
-        return "n/a"
+        return metrics.NONE
     text = f"{s.ratio:.2f}x"
     if s.low is not None:
         text += f" ({s.low:.2f}-{s.high:.2f})"
@@ -212,7 +213,7 @@ def render(summary: LadderSummary, reports_dir: Path) -> list[Path]:
         a = r.aggregate
         lines.append(f"| {r.index} | **{r.name}** (`{r.id}`): {r.adds} | {a.config.batch_size} | {_throughput(a)} | "
                      + " | ".join(m.text(a) for m in cols)
-                     + f" | {'n/a' if r.cumulative is None else f'{r.cumulative:.2f}x'} | "
+                     + f" | {fmt(r.cumulative, '.2f')}{'' if r.cumulative is None else 'x'} | "
                      f"{_incremental(r.incremental)} | {ptxt} |")
     lines += ["", "Speedups are throughput ratios (samples/s at the median of the per-process medians); the "
                   f"incremental one is against the rung below, with a {stats.METHOD} on time per sample: '(n.s.)' "
