@@ -8,13 +8,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(config, items):
+def pytest_itemcollected(item):
     """For `pytest -n auto --dist loadgroup`: the tests that share a fixture share a worker, so that it
-    is built once: a recipe's smoke run for the tests marked recipe(name), a module's fixtures otherwise."""
-    for item in items:
-        marker = item.get_closest_marker("recipe")
-        item.add_marker(pytest.mark.xdist_group(f"recipe-{marker.args[0]}" if marker else item.module.__name__))
+    is built once: a recipe's smoke run for the tests marked recipe(name), a module's fixtures otherwise.
+    Marked as each item is collected: pytest-xdist reads the groups in its collection_modifyitems."""
+    marker = item.get_closest_marker("recipe")
+    item.add_marker(pytest.mark.xdist_group(f"recipe-{marker.args[0]}" if marker else item.module.__name__))
 
 
 @pytest.fixture(scope="session", autouse=True)
