@@ -23,7 +23,17 @@ import numpy as np
 import torch
 
 from common import catalog, cli, env, presets
-from common.analysis.results import Config, Evidence, Memory, Oom, RunResult, Timing, write_result
+from common.analysis.results import (
+    CompileStats,
+    Config,
+    DataSource,
+    Evidence,
+    Memory,
+    Oom,
+    RunResult,
+    Timing,
+    write_result,
+)
 from common.errors import EXIT_OOM
 from common.measure import faults, memory, stages, stamp
 from common.measure.gpu_monitor import GpuMonitor
@@ -131,10 +141,10 @@ class Run:
         return self._feed.count if self._feed is not None else 0
 
     @property
-    def data_source(self) -> dict | None:
+    def data_source(self) -> DataSource | None:
         return self._data_source
 
-    def record_data_source(self, source: dict) -> None:
+    def record_data_source(self, source: DataSource) -> None:
         """Where the data came from (workloads.datasource.source): common.data's loaders say it here."""
         self._data_source = source
 
@@ -143,7 +153,7 @@ class Run:
     def setup(self, name: str):
         """One-time work a step needs before run.loop(), such as a hand-captured CUDA graph's warm-up
         and recording (common.graphs.capture wraps itself in it). Timed, kept in the result by name
-        (result.compile["setup_s"]) and counted in the warm-up and first-step figures, where
+        (result.compile.setup_s) and counted in the warm-up and first-step figures, where
         torch.compile's compilation lands on its own first step: the two one-time costs compare."""
         if self.steps_run:  # inside the loop its syncs would land in measured steps
             raise RuntimeError("run.setup() is for one-time work before run.loop()")
@@ -226,14 +236,15 @@ class Run:
         # a loss is a scalar; a served batch's answers are reduced to their mean here, after the timing
         losses = torch.stack([x.float().mean() for x in self._losses]).cpu().tolist() if self._losses else []
         losses, probe_losses = losses[:self._probe_from], losses[self._probe_from:]
-        gpu = self._monitor.summary() if self._monitor else {"available": False, "warnings": []}
+        gpu = self._monitor.report()  # started with the timed steps, which finished
         result = self._result("ok")
         result.timing, result.memory, result.evidence = m.timing, m.memory, m.evidence
-        result.flops_per_step, result.gpu_monitor, result.warnings = m.flops, gpu, gpu["warnings"]
+        result.flops_per_step, result.gpu_monitor, result.warnings = m.flops, gpu, gpu.warnings
         result.losses, result.extra, result.compile = losses, self.extra, stages.compile_stats()
         result.probe_losses = probe_losses
         if self._setup_s:  # a hand capture's one-time cost, beside what torch.compile did
-            result.compile = {**(result.compile or {}), "setup_s": dict(self._setup_s)}
+            result.compile = result.compile or CompileStats()
+            result.compile.setup_s = dict(self._setup_s)
         if self._output_bytes is not None:  # serving: requests in, answers out
             result.bytes_per_step = (m.batch_bytes or 0) + self._output_bytes
         write_result(self.out, result)

@@ -39,7 +39,7 @@ def latency_sweep(model, X_test: torch.Tensor, device: torch.device, batch_sizes
             s = stats.summarize(latencies, bs)
             rows.append({"batch_size": bs, "batches": len(latencies), "mean_ms": s.mean_ms, "std_ms": s.std_ms,
                          "p95_ms": s.p95_ms, "p99_ms": s.p99_ms, "median_ms": s.median_ms,
-                         "throughput_per_s": bs * 1000.0 / s.mean_ms, "gpu": monitor.summary()})
+                         "throughput_per_s": bs * 1000.0 / s.mean_ms, "gpu": monitor.report().to_json()})
             progress(f"  batch {bs:5d}: mean {s.mean_ms:.3f} ms, p95 {s.p95_ms:.3f} ms, "
                      f"{rows[-1]['throughput_per_s']:.0f} samples/s")
     measured = [r for r in rows if "mean_ms" in r]

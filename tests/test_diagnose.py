@@ -61,6 +61,12 @@ def test_diagnose_churn_baseline_writes_all_four_phases(churn_diagnosis):
     for kind in ("linear", "relu", "dropout", "sigmoid", "elementwise"):
         assert f"| {kind} |" in md
     assert "memory_timeline.html" in md and (tmp_path / "baseline_churn.png").stat().st_size > 10_000
+    from common.analysis.results import Diagnosis, read_result
+
+    saved = next((tmp_path / "results").rglob("analysis.json"))
+    analysis = read_result(saved, Diagnosis)  # the typed record reads back whole
+    assert analysis.baseline.batch_size > 0 and analysis.components and analysis.bottleneck.step_ms > 0
+    assert analysis.verdict and analysis.findings[0].kind in analysis.bottleneck.costs
 
 
 def test_bad_input_is_one_line(tmp_path):
@@ -123,18 +129,18 @@ def test_the_h100_resnet18_diagnosis_would_now_headline_the_data_wait():
 def test_the_gpu_parts_of_the_report_render(churn_diagnosis, tmp_path):
     """What only a GPU run fills in (NVML conditions, per-batch GPU columns, per-phase peaks, the
     snapshot), rendered from a CPU result with those parts added."""
-    from common.analysis.results import RunResult, read_result
+    from common.analysis.results import GpuReport, MemoryArtifacts, RunResult, read_result
 
     result = read_result(next(churn_diagnosis.glob("results/diagnose/*/*/result.json")), RunResult)
     nvml = {"available": True, "gpu_util_mean": 35.0, "mem_used_mb_max": 900.0, "temp_c_max": 41, "power_w_mean": 80.0,
             "power_limit_w": 700.0, "sm_clock_mhz": [1980, 1980], "mem_clock_mhz": [2619, 2619], "pstates": [0],
             "throttle_reasons": [], "warnings": []}
-    result.gpu_monitor = nvml
+    result.gpu_monitor = GpuReport(**nvml)
     for row in result.extra["inference"]["rows"]:
         row["gpu"] = nvml
     result.timing.phase_peak_mb = {"forward": 123.0}
-    result.evidence.memory = {"snapshot": "/x/churn_mlp_memory_snapshot.pickle", "view_snapshot": "open memory_viz",
-                              "notes": []}
+    result.evidence.memory = MemoryArtifacts(snapshot="/x/churn_mlp_memory_snapshot.pickle",
+                                             view_snapshot="open memory_viz")
     analysis = diagnose.analyse(result)
     md = diagnose.render("churn", result, analysis, "test", tmp_path)[0].read_text()
     assert "GPU util 35% mean, SM clock 1980-1980 MHz, memory clock 2619-2619 MHz, P-states [0]" in md

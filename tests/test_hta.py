@@ -21,14 +21,14 @@ def test_the_four_h100_traces_are_there():
 
 @pytest.mark.parametrize("trace", TRACES, ids=lambda p: p.name.split(".")[0])
 def test_hta_reads_every_h100_trace_and_agrees_with_ours(trace):
-    h = hta.summarize(trace, CUDA)
-    assert h["available"], h
+    h = hta.read(trace, CUDA)
+    assert h.available, h
     ours = profiling.trace_evidence(trace, CUDA, PHASES)
-    assert abs(h["idle_share"] - ours["gpu_idle_share"]) <= 0.05  # the report flags more than 5 points
-    assert h["launches_per_step"] > 50 and h["blocked_on_full_queue_ms_per_step"] >= 0
+    assert abs(h.idle_share - ours["gpu_idle_share"]) <= 0.05  # the report flags more than 5 points
+    assert h.launches_per_step > 50 and h.blocked_on_full_queue_ms_per_step >= 0
     churn = "churn" in trace.name
-    assert (h["idle_share"] > 0.9) if churn else (h["idle_share"] < 0.1)  # host-bound vs GPU-bound
-    assert (h["idle_host_wait_share"] > 0.9) if churn else (h["idle_kernel_wait_share"] > 0.9)
+    assert (h.idle_share > 0.9) if churn else (h.idle_share < 0.1)  # host-bound vs GPU-bound
+    assert (h.idle_host_wait_share > 0.9) if churn else (h.idle_kernel_wait_share > 0.9)
 
 
 def test_the_churn_slow_trace_trips_hta_own_rounding_which_we_turn_off():
@@ -46,19 +46,19 @@ def test_the_churn_slow_trace_trips_hta_own_rounding_which_we_turn_off():
             TraceAnalysis(trace_files={0: str(slow)}, trace_dir="").get_temporal_breakdown(visualize=False)
     finally:
         options.set_disable_ns_rounding(True)
-    assert hta.summarize(slow, CUDA)["available"]
+    assert hta.read(slow, CUDA).available
 
 
 def test_a_cpu_run_says_hta_has_nothing_to_read():
-    h = hta.summarize(Path("/nonexistent"), torch.device("cpu"))
-    assert not h["available"] and "CPU run" in h["why"]
+    h = hta.read(Path("/nonexistent"), torch.device("cpu"))
+    assert not h.available and "CPU run" in h.why
 
 
 def test_a_broken_trace_is_reported_not_raised(tmp_path):
     bad = tmp_path / "x.pt.trace.json"
     bad.write_text("{not json")
-    h = hta.summarize(bad, CUDA)
-    assert not h["available"] and "HTA failed" in h["why"]
+    h = hta.read(bad, CUDA)
+    assert not h.available and "HTA failed" in h.why
 
 
 def test_our_reading_of_the_h100_traces():

@@ -194,7 +194,7 @@ def test_fp16_gets_a_grad_scaler_bf16_does_not(monkeypatch):
 def test_targets_are_checked_only_on_a_gpu_run_and_say_by_how_much():
     from common.analysis.aggregate import aggregate
     from common.analysis.results import Rung
-    from common.runners.climb import _targets
+    from common.render.ladder import _targets
 
     from tests_helpers import run_result
 

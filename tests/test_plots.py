@@ -8,9 +8,22 @@ import pytest
 
 import ladder as ladder_specs
 from common.analysis import aggregate, stats
-from common.analysis.results import Comparison, Memory, WorkloadComparison
+from common.analysis.results import (
+    Baseline,
+    Bottleneck,
+    Comparison,
+    Component,
+    Diagnosis,
+    DiagnosisOps,
+    KindRow,
+    Memory,
+    WorkloadComparison,
+)
+from common.render import diagnosis as render_diagnosis
 from common.render import index, report
-from common.runners import climb, diagnose, sweep
+from common.render import ladder as render_ladder
+from common.render import sweep as render_sweep
+from common.runners import climb, sweep
 
 from tests_helpers import run_result
 
@@ -95,11 +108,12 @@ def diagnosis():
     phases = {"data": 0.87, "copy": 0.12, "forward": 1.15, "backward": 1.82, "optimizer": 0.70}
     kinds = {"other": 1070.0, "elementwise (add, mul, sub, div)": 203.0, "linear": 121.0, "reduction": 46.0,
              "dropout": 21.0, "relu": 9.0, "loss": 4.0, "sigmoid": 2.0}
-    analysis = diagnose.Diagnosis(
-        baseline={}, type={"step_ms": 5.97},
-        components=[{"phase": p, "mean_ms": ms, "share": ms / 5.97, "peak_mb": None} for p, ms in phases.items()],
-        operations={"top": [], "by_kind": [{"name": k, "self_device_us": us} for k, us in kinds.items()],
-                    "key": "self_device_us"},
+    analysis = Diagnosis(
+        baseline=Baseline(batch_size=32, median_ms=5.97, p95_ms=6.1, cv=0.01, throughput=5360.0, peak_mb=900.0),
+        bottleneck=Bottleneck(step_ms=5.97, costs={}),
+        components=[Component(phase=p, mean_ms=ms, share=ms / 5.97) for p, ms in phases.items()],
+        operations=DiagnosisOps(key="self_device_us",
+                                by_kind=[KindRow(name=k, self_device_us=us) for k, us in kinds.items()]),
         findings=[], verdict="")
     return result, analysis
 
@@ -191,7 +205,7 @@ def test_the_sweep_plot_reads_at_a_glance(knob, values, monkeypatch):
     r = sweep_result(knob, values)
     wide = max(p.speedup.high for p in r.points)
     assert wide > 1000  # a two-process interval: it must not set the axis
-    fig = sweep._figure(r)
+    fig = render_sweep._figure(r)
     texts = assert_readable(fig, monkeypatch)
     ax, mem = fig.axes[:2]
     assert_speedup_axis(ax, "y")
@@ -207,7 +221,7 @@ def test_the_sweep_plot_reads_at_a_glance(knob, values, monkeypatch):
 
 def test_the_ladder_plot_reads_at_a_glance(monkeypatch):
     summary = ladder_summary()
-    fig = climb._figure(summary)
+    fig = render_ladder._figure(summary)
     texts = assert_readable(fig, monkeypatch)
     top = fig.axes[0].child_axes[0]  # the speedup over rung 0, above the samples/s
     assert top.get_xscale() in ("log", "functionlog")  # a secondary axis: log of samples/s over rung 0's
@@ -220,7 +234,7 @@ def test_the_ladder_plot_reads_at_a_glance(monkeypatch):
 
 def test_the_diagnosis_plot_reads_at_a_glance(monkeypatch):
     result, analysis = diagnosis()
-    fig = diagnose._figure("churn", result, analysis)
+    fig = render_diagnosis._figure("churn", result, analysis)
     texts = assert_readable(fig, monkeypatch)
     assert_plain_ticks(fig.axes[2], [32, 64, 128, 256, 512, 1024])
     assert not any("$" in t for t in texts)  # no mathtext: 2^5, 10^5

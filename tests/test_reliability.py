@@ -136,9 +136,9 @@ def test_gpu_monitor_turns_throttling_clocks_and_neighbours_into_warnings(monkey
     monkeypatch.setattr(gpu_monitor, "_nvml", lambda: FakeNvml())
     with gpu_monitor.GpuMonitor(torch.device("cuda", 0), interval_s=0.01) as mon:
         time.sleep(0.1)
-    summary = mon.summary()
-    assert summary["available"] and summary["samples"] >= 2
-    warnings = " | ".join(summary["warnings"])
+    report = mon.report()
+    assert report.available and report.samples >= 2
+    warnings = " | ".join(report.warnings)
     assert "software thermal slowdown" in warnings and "idle" not in warnings
     assert "SM clock changed during the run: 1410-1980 MHz" in warnings
     assert "other processes on the GPU during the run: pid 4242" in warnings
@@ -148,4 +148,4 @@ def test_gpu_monitor_is_off_with_a_notice_on_cpu():
     mon = gpu_monitor.GpuMonitor(torch.device("cpu"))
     with mon:
         pass
-    assert mon.summary() == {"available": False, "notice": "GPU monitor off: no CUDA device", "warnings": []}
+    assert mon.report().to_json() == {"available": False, "notice": "GPU monitor off: no CUDA device", "warnings": []}

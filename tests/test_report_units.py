@@ -4,7 +4,16 @@ import pytest
 import torch
 
 from common.analysis import aggregate, metrics, stats
-from common.analysis.results import Comparison, Evidence, WorkloadComparison
+from common.analysis.results import (
+    Ceilings,
+    Comparison,
+    Evidence,
+    HtaReading,
+    KindView,
+    OpView,
+    OpViews,
+    WorkloadComparison,
+)
 from common.render import report
 
 from tests_helpers import run_result
@@ -15,9 +24,10 @@ def _evidence(idle: float) -> Evidence:
                     sync_ms_per_step=0, kernels_per_step=70, gpu_idle_share=idle, gpu_busy_ms_per_step=0.3,
                     launch_ms_per_step=0.5, idle_host_busy_ms_per_step=4.4, profiled_step_ms=4.9,
                     sync_apis_per_step={}, memcpy_per_step=0, phases={},
-                    views={k: {"key": "calls", "rows": []} for k in report.VIEW_TITLES},
-                    hta={"available": True, "idle_share": idle + 0.08, "blocked_on_full_queue_ms_per_step": 0.0,
-                         "launches_per_step": 89})
+                    views=OpViews(**{k: OpView(key="calls", rows=[]) for k in report.VIEW_TITLES},
+                                  by_kind=KindView(key="self_device_us", rows=[])),
+                    hta=HtaReading(available=True, idle_share=idle + 0.08, blocked_on_full_queue_ms_per_step=0.0,
+                                   launches_per_step=89))
 
 
 def _entry(slow_medians, fast_medians, device="cuda", idle=0.95) -> WorkloadComparison:
@@ -65,7 +75,7 @@ def test_only_written_files_are_listed(tmp_path):
 def test_mfu_is_achieved_tflops_over_the_measured_ceiling():
     agg = aggregate.aggregate([run_result(median=10.0, device="cuda")])
     agg.flops_per_step = 4e12  # 4 TFLOP in 10 ms: 400 TFLOP/s
-    agg.ceiling = {"bf16_tflops": 800.0}
+    agg.ceiling = Ceilings(bf16_tflops=800.0)
     assert metrics.get("tflops").value(agg) == pytest.approx(400.0)
     assert metrics.get("mfu").text(agg) == "50.0%"
     agg.ceiling = None  # a CPU run, or not measured: no MFU rather than a guess

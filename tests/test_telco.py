@@ -9,7 +9,7 @@ from common.workloads import telco
 @pytest.fixture(scope="module")
 def synthetic_csv():
     path, src = telco.locate("synthetic")
-    assert src["synthetic"] and "not real data" in src["note"]
+    assert src.synthetic and "not real data" in src.note
     return path
 
 
@@ -36,14 +36,14 @@ def test_load_splits_80_20_and_standardizes():
     X_train, X_test, y_train, y_test, src = telco.load("synthetic")
     assert X_train.shape == (5634, 38) and X_test.shape == (1409, 38)
     assert np.abs(X_train.mean(axis=0)).max() < 1e-4
-    assert src["rows"] == 7043 and src["features"] == 38 and src["kind"] == "synthetic"
+    assert src.rows == 7043 and src.features == 38 and src.kind == "synthetic"
 
 
 def test_a_local_copy_is_recorded_as_local(synthetic_csv, tmp_path):
     copy = tmp_path / "telco.csv"
     copy.write_bytes(synthetic_csv.read_bytes())
     *_, src = telco.load(str(copy))
-    assert src["kind"] == "local" and src["location"] == str(copy)
+    assert src.kind == "local" and src.location == str(copy)
 
 
 @pytest.mark.parametrize("content, message", [

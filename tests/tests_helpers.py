@@ -1,6 +1,6 @@
 """Hand-made typed results for unit tests that need no child process."""
 from common.analysis import stats
-from common.analysis.results import Config, Memory, RunResult, Stamp, Timing
+from common.analysis.results import Config, DataSource, Memory, RunResult, Stamp, Timing
 
 
 def stamp(device="cpu") -> Stamp:
@@ -17,7 +17,7 @@ def run_result(median=10.0, steps=20, variant="slow", losses=None, batch_size=32
     r = RunResult(recipe="amp", workload="churn", pair="churn", variant=variant, status=status, device=device,
                   smoke=False, config=Config(batch_size=batch_size, steps=steps, warmup=2, profile_steps=0,
                                              image_size=None, seed=42, data="synthetic"),
-                  env=stamp(device), data_source={"kind": "synthetic"}, notices=[], total_s=1.0)
+                  env=stamp(device), data_source=DataSource(kind="synthetic"), notices=[], total_s=1.0)
     if status == "ok":
         r.timing = Timing(step_ms=step_ms, summary=stats.summarize(step_ms, batch_size), warmup_steps=2, warmup_s=0.1,
                           first_step_s=0.05, timed_wall_s=sum(step_ms) / 1000, cpu_ms_per_step=median,

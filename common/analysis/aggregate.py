@@ -1,13 +1,11 @@
 """From runs to figures: a variant's processes aggregated, and the parity check of two variants.
 Shared by the recipe runner (compare), the ladder and the sweeps."""
 import math
+from dataclasses import fields
 from statistics import fmean, median
 
 from common.analysis import ceiling, stats
-from common.analysis.results import Parity, RunResult, VariantAggregate
-
-HOST_KEYS = ("first_step_s", "data_wait_share", "host_data_share", "host_data_ms_median", "cpu_ms_per_step",
-             "worker_cpu_ms_per_step")
+from common.analysis.results import HostFigures, Parity, RunResult, VariantAggregate
 
 
 def aggregate(runs: list[RunResult]) -> VariantAggregate:
@@ -21,10 +19,10 @@ def aggregate(runs: list[RunResult]) -> VariantAggregate:
         return VariantAggregate(status="oom", oom=oom.oom, **{**base, "config": oom.config})
     medians = [r.timing.summary.median_ms for r in runs]
     pooled = stats.summarize([ms for r in runs for ms in r.timing.step_ms], first.config.batch_size)
-    host = {}
-    for key in HOST_KEYS:
-        values = [getattr(r.timing, key) for r in runs if getattr(r.timing, key) is not None]
-        host[key] = median(values) if values else None
+    host = HostFigures()
+    for f in fields(HostFigures):  # each the median of the Timing field of the same name
+        values = [getattr(r.timing, f.name) for r in runs if getattr(r.timing, f.name) is not None]
+        setattr(host, f.name, median(values) if values else None)
     profiled = next((r for r in runs if r.evidence is not None), first)
     med = median(medians)
     return VariantAggregate(

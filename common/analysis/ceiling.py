@@ -4,7 +4,7 @@ it in the data folder; this module only reads that cache."""
 import json
 
 from common import env
-from common.analysis.results import Stamp
+from common.analysis.results import Ceilings, Stamp
 
 
 def path():
@@ -15,17 +15,19 @@ def key(gpu_name: str, torch_version: str) -> str:
     return f"{gpu_name} | torch {torch_version}"
 
 
-def cached(stamp: Stamp) -> dict | None:
+def cached(stamp: Stamp) -> Ceilings | None:
     """The cached ceilings of the stamp's GPU, or None (a CPU run, or not measured yet)."""
     if stamp.device_type != "cuda":
         return None
     try:
-        return json.loads(path().read_text()).get(key(stamp.gpu_name, stamp.torch))
+        found = json.loads(path().read_text()).get(key(stamp.gpu_name, stamp.torch))
     except (OSError, ValueError):
         return None
+    return Ceilings.from_json(found) if found else None
 
 
-def mfu(tflops: float | None, ceilings: dict | None, name: str = "bf16_tflops") -> float | None:
-    if tflops is None or not ceilings or not ceilings.get(name):
+def mfu(tflops: float | None, ceilings: Ceilings | None) -> float | None:
+    """Achieved TFLOP/s over the measured bf16 matmul ceiling."""
+    if tflops is None or ceilings is None or not ceilings.bf16_tflops:
         return None
-    return tflops / ceilings[name]
+    return tflops / ceilings.bf16_tflops

@@ -72,12 +72,8 @@ def _phase(name, key):
     return lambda v: getattr(v.evidence.phases.get(name), key, None) if v.evidence else None
 
 
-def _host(key):
-    return lambda v: v.host.get(key)
-
-
-def _hta(key):
-    return lambda v: (v.evidence.hta or {}).get(key) if v.evidence else None
+def _hta(read):
+    return lambda v: read(v.evidence.hta) if v.evidence and v.evidence.hta else None
 
 
 def tflops(v: VariantAggregate):
@@ -88,8 +84,8 @@ def _mfu(v: VariantAggregate):
     return ceiling.mfu(tflops(v), v.ceiling)
 
 
-def _compile(key):
-    return lambda v: (v.compile or {}).get(key)
+def _compile(read):
+    return lambda v: read(v.compile) if v.compile else None
 
 
 _ALL = [
@@ -113,23 +109,26 @@ _ALL = [
     Metric("gpu_busy_ms_per_step", "GPU busy, ms per step (profiled)", "ms", _ev("gpu_busy_ms_per_step"), ".3f"),
     Metric("gpu_idle_share", "GPU idle share (profiled steps)", "share", _ev("gpu_idle_share"), ".0%",
            short="GPU idle"),
-    Metric("hta_idle_share", "GPU idle share, HolisticTraceAnalysis", "share", _hta("idle_share"), ".0%"),
+    Metric("hta_idle_share", "GPU idle share, HolisticTraceAnalysis", "share", _hta(lambda h: h.idle_share), ".0%"),
     Metric("hta_blocked_ms", "host blocked on a full launch queue, ms per step (HTA)", "ms",
-           _hta("blocked_on_full_queue_ms_per_step"), ".3f"),
+           _hta(lambda h: h.blocked_on_full_queue_ms_per_step), ".3f"),
     Metric("gflop_per_step", "GFLOP per step (FlopCounterMode)", "GFLOP",
            lambda v: v.flops_per_step / 1e9 if v.flops_per_step else None, ".3f"),
     Metric("tflops", "achieved TFLOP/s at the median step", "TFLOP/s", tflops, ".3g", short="TFLOP/s"),
     Metric("mfu", "MFU: share of the measured bf16 matmul ceiling", "share", _mfu, ".1%", short="MFU"),
     Metric("warmup_s", "warm-up, s (median over processes)", "s", lambda v: median(v.warmup_s) if v.warmup_s else None,
            ".2f"),
-    Metric("first_step_s", "first step, s (compilation, autotuning)", "s", _host("first_step_s"), ".2f"),
-    Metric("data_wait_share", "share of step time the device waited for data", "share", _host("data_wait_share"), ".1%",
-           "share of step time waiting for data"),
-    Metric("host_data_share", "host time in next(batches), share of wall time", "share", _host("host_data_share"),
-           ".1%"),
-    Metric("data_wait_ms", "host time in next(batches), ms (median)", "ms", _host("host_data_ms_median"), ".3f"),
-    Metric("cpu_ms_per_step", "CPU ms per step, training process (all threads)", "ms", _host("cpu_ms_per_step"), ".2f"),
-    Metric("worker_cpu_ms_per_step", "CPU ms per step, loader workers", "ms", _host("worker_cpu_ms_per_step"), ".2f"),
+    Metric("first_step_s", "first step, s (compilation, autotuning)", "s", lambda v: v.host.first_step_s, ".2f"),
+    Metric("data_wait_share", "share of step time the device waited for data", "share",
+           lambda v: v.host.data_wait_share, ".1%", "share of step time waiting for data"),
+    Metric("host_data_share", "host time in next(batches), share of wall time", "share",
+           lambda v: v.host.host_data_share, ".1%"),
+    Metric("data_wait_ms", "host time in next(batches), ms (median)", "ms", lambda v: v.host.host_data_ms_median,
+           ".3f"),
+    Metric("cpu_ms_per_step", "CPU ms per step, training process (all threads)", "ms",
+           lambda v: v.host.cpu_ms_per_step, ".2f"),
+    Metric("worker_cpu_ms_per_step", "CPU ms per step, loader workers", "ms", lambda v: v.host.worker_cpu_ms_per_step,
+           ".2f"),
     Metric("data_ops", "data: aten ops called per step", "count", _phase("data", "ops"), ".0f"),
     Metric("optimizer_kernels", "optimizer: GPU kernels per step", "count", _phase("optimizer", "kernels"), ".0f"),
     Metric("optimizer_ops", "optimizer: aten ops called per step", "count", _phase("optimizer", "ops"), ".0f"),
@@ -139,9 +138,9 @@ _ALL = [
     Metric("forward_kernels", "forward: GPU kernels per step", "count", _phase("forward", "kernels"), ".0f"),
     Metric("forward_ops", "forward: aten ops called per step", "count", _phase("forward", "ops"), ".0f"),
     Metric("backward_ops", "backward: aten ops called per step", "count", _phase("backward", "ops"), ".0f"),
-    Metric("graphs", "compiled graphs", "count", _compile("graphs"), ".0f"),
-    Metric("graph_breaks", "graph breaks", "count", _compile("graph_breaks"), ".0f"),
-    Metric("recompiles", "recompilations", "count", _compile("recompiles"), ".0f"),
+    Metric("graphs", "compiled graphs", "count", _compile(lambda c: c.graphs), ".0f"),
+    Metric("graph_breaks", "graph breaks", "count", _compile(lambda c: c.graph_breaks), ".0f"),
+    Metric("recompiles", "recompilations", "count", _compile(lambda c: c.recompiles), ".0f"),
 ]
 METRICS = {m.name: m for m in _ALL}
 # the columns of a variant's row in a recipe report and in the ladder

@@ -64,6 +64,12 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 # --- dataclasses <-> JSON ----------------------------------------------------------------------
+def optional(default=None):
+    """A field left out of the JSON while it is None: its producer writes the key only when it has
+    a value, and the files keep that shape."""
+    return field(default=default, metadata={"optional": True})
+
+
 class Record:
     """Base of every result dataclass: to_json() / from_json() through the type hints."""
 
@@ -77,7 +83,8 @@ class Record:
 
 def _encode(value):
     if dataclasses.is_dataclass(value):
-        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not (f.metadata.get("optional") and getattr(value, f.name) is None)}
     if isinstance(value, dict):
         return {str(k): _encode(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -212,6 +219,79 @@ class Memory(Record):
 
 
 @dataclass
+class OpRow(Record):
+    """One op of key_averages(), per profiled step."""
+    name: str
+    calls: float
+    self_cpu_us: float
+    cpu_total_us: float
+    self_device_us: float | None  # None on a CPU run
+    self_mem_bytes: float
+
+
+@dataclass
+class KindRow(Record):
+    """One kind of op (measure.profiling.OP_KINDS) summed, per profiled step: its time under the
+    view's key, the device's on CUDA, the CPU's on a CPU."""
+    name: str
+    self_device_us: float | None = optional()
+    self_cpu_us: float | None = optional()
+    calls: float = 0.0
+
+
+@dataclass
+class OpView(Record):
+    key: str  # the OpRow field the rows are sorted by
+    rows: list[OpRow]
+
+
+@dataclass
+class KindView(Record):
+    key: str  # the KindRow field that holds the time
+    rows: list[KindRow]
+
+
+@dataclass
+class OpViews(Record):
+    """The seed's four op tables and the time per kind of op (measure.profiling.op_views)."""
+    device_time: OpView  # self CPU time on a CPU run
+    self_memory: OpView
+    cpu_time: OpView
+    calls: OpView
+    by_kind: KindView
+
+
+@dataclass
+class MemoryArtifacts(Record):
+    """The memory timeline and (CUDA) allocator snapshot written over the profiled steps; absent
+    where torch could not write them, with the reason in notes."""
+    timeline: str | None = optional()
+    snapshot: str | None = optional()
+    view_snapshot: str | None = optional()  # how to open the snapshot
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HtaReading(Record):
+    """HolisticTraceAnalysis's reading of a profiled trace (measure.hta.read): a second opinion
+    beside ours. Unavailable, only `why` is set."""
+    available: bool
+    why: str | None = optional()
+    version: str | None = optional()
+    steps: int | None = optional()  # the profiled steps HTA analysed
+    idle_share: float | None = optional()
+    compute_share: float | None = optional()
+    non_compute_share: float | None = optional()
+    idle_host_wait_share: float | None = optional()  # shares of the idle time
+    idle_kernel_wait_share: float | None = optional()
+    blocked_on_full_queue_ms_per_step: float | None = optional()
+    note: str | None = optional()
+    launches_per_step: float | None = optional()  # absent where HTA found no kernel launches
+    launch_delay_us_median: float | None = optional()
+    launch_cpu_us_median: float | None = optional()
+
+
+@dataclass
 class PhaseEvidence(Record):
     host_ms: float
     ops: float
@@ -238,9 +318,9 @@ class Evidence(Record):
     sync_apis_per_step: dict[str, float] | None
     memcpy_per_step: float | None
     phases: dict[str, PhaseEvidence]
-    views: dict  # the seed's four op tables and the time per kind of op
-    memory: dict | None = None  # memory timeline / snapshot paths
-    hta: dict | None = None  # HolisticTraceAnalysis's reading of the same trace
+    views: OpViews
+    memory: MemoryArtifacts | None = None
+    hta: HtaReading | None = None
 
 
 @dataclass
@@ -248,6 +328,53 @@ class Oom(Record):
     batch_size: int
     stage: str
     message: str
+
+
+@dataclass
+class DataSource(Record):
+    """Where a run's data came from (workloads.datasource.source); synthetic data is never presented as real."""
+    kind: str  # "real", "local" or "synthetic"
+    location: str | None = None
+    note: str = ""
+    synthetic: bool = False
+    rows: int | None = optional()  # Telco: the table's rows, features and churn rate
+    features: int | None = optional()
+    churn_rate: float | None = optional()
+    images: int | None = optional()  # CIFAR-10: the train split's images and classes
+    classes: int | None = optional()
+
+
+@dataclass
+class CompileStats(Record):
+    """What torch.compile did in a process (measure.stages.compile_stats), and the one-time setup a
+    script timed before its loop (run.setup: a hand-captured CUDA graph), seconds by name. Each part
+    is absent where it did not happen."""
+    graphs: int | None = optional()
+    graph_breaks: int | None = optional()
+    recompiles: int | None = optional()
+    cudagraph_skips: int | None = optional()  # mode="reduce-overhead" fell back to plain kernels
+    break_reasons: list[str] | None = optional()
+    setup_s: dict[str, float] | None = optional()
+
+
+@dataclass
+class GpuReport(Record):
+    """NVML over the timed steps (measure.gpu_monitor.GpuMonitor.report). Unavailable (no pynvml, no
+    GPU): only the notice that says why."""
+    available: bool
+    samples: int | None = optional()
+    gpu_util_mean: float | None = optional()
+    mem_used_mb_max: float | None = optional()
+    temp_c_max: float | None = optional()
+    power_w_mean: float | None = optional()
+    power_limit_w: float | None = optional()
+    sm_clock_mhz: list[int] | None = optional()  # [min, max]
+    mem_clock_mhz: list[int] | None = optional()  # [min, max]
+    pstates: list[int] | None = optional()
+    throttle_reasons: list[str] | None = optional()
+    other_pids: list[int] | None = optional()
+    warnings: list[str] = field(default_factory=list)
+    notice: str | None = None
 
 
 @dataclass
@@ -261,7 +388,7 @@ class RunResult(Record):
     smoke: bool
     config: Config
     env: Stamp
-    data_source: dict | None
+    data_source: DataSource | None
     notices: list[str]
     total_s: float
     timing: Timing | None = None
@@ -269,8 +396,8 @@ class RunResult(Record):
     evidence: Evidence | None = None
     flops_per_step: float | None = None
     bytes_per_step: float | None = None  # serving: request + answer bytes moved per step
-    compile: dict | None = None  # torch.compile: graphs, graph breaks, recompiles
-    gpu_monitor: dict | None = None
+    compile: CompileStats | None = None
+    gpu_monitor: GpuReport | None = None
     warnings: list[str] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     probe_losses: list[float] = field(default_factory=list)  # the learning probe (measure.stages.probed), for parity
@@ -280,13 +407,35 @@ class RunResult(Record):
 
 # --- a variant over processes, a comparison, a ladder ------------------------------------------------
 @dataclass
+class HostFigures(Record):
+    """The host's side of a variant: each the median over its processes of the Timing field of the same name."""
+    first_step_s: float | None = None
+    data_wait_share: float | None = None
+    host_data_share: float | None = None
+    host_data_ms_median: float | None = None
+    cpu_ms_per_step: float | None = None
+    worker_cpu_ms_per_step: float | None = None
+
+
+@dataclass
+class Ceilings(Record):
+    """The device's measured matmul ceilings in TFLOP/s (python -m common.measure.ceiling), for MFU."""
+    gpu: str | None = None
+    bf16_tflops: float | None = None
+    tf32_tflops: float | None = None
+    fp32_tflops: float | None = None
+    how: str | None = None
+    date: str | None = None
+
+
+@dataclass
 class VariantAggregate(Record):
     """One variant over its processes. The process is the unit: its figure is the median of the
     per-process medians; the pooled steps only give the tail (p95, p99)."""
     status: str  # "ok" or "oom"
     config: Config
     env: Stamp
-    data_source: dict | None
+    data_source: DataSource | None
     notices: list[str]
     warnings: list[str]
     oom: Oom | None = None
@@ -297,14 +446,14 @@ class VariantAggregate(Record):
     pooled: Summary | None = None
     throughput_per_s: float | None = None
     warmup_s: list[float] = field(default_factory=list)
-    host: dict[str, float | None] = field(default_factory=dict)
+    host: HostFigures = field(default_factory=HostFigures)
     memory: Memory | None = None
     evidence: Evidence | None = None
     flops_per_step: float | None = None
     bytes_per_step: float | None = None
-    compile: dict | None = None
-    gpu_monitor: dict | None = None
-    ceiling: dict | None = None  # the device's measured matmul ceilings (TFLOP/s), for MFU
+    compile: CompileStats | None = None
+    gpu_monitor: GpuReport | None = None
+    ceiling: Ceilings | None = None
     extra: dict = field(default_factory=dict)  # what the script added to its (first) result
 
 
@@ -364,6 +513,37 @@ class WorkloadComparison(Record):
 
 
 @dataclass
+class ComparisonRounds(Record):
+    """How many processes a comparison ran per variant, and how it judged them."""
+    least: int | None = None
+    most: int | None = None
+    fixed: bool = False  # --rounds or smoke: no more processes added until the interval decides
+    looks: int = 1
+    level: float | None = None  # each look's level (stats.sequential_level)
+    floor: float | None = None  # "no meaningful difference" inside +-floor
+    method: str | None = None
+    cpus: list[int] = field(default_factory=list)
+
+
+@dataclass
+class BudgetSearch(Record):
+    """One twin's largest batch under the memory budget (runners.budget.search)."""
+    fits: int | None = None  # the largest batch that trained (None: not even the start)
+    fails: int | None = None  # the smallest that ran out of memory (None: up to budget.MAX_BATCH all trained)
+    probes: list[tuple[int, str]] = field(default_factory=list)  # (batch, "ok" | "oom" | "failed")
+
+
+@dataclass
+class MemoryBudget(Record):
+    """checkpointing: the largest batch each twin trains under a memory budget, or the note why it was not searched."""
+    pair: str
+    budget_gb: float
+    note: str | None = optional()
+    slow: BudgetSearch | None = optional()
+    fast: BudgetSearch | None = optional()
+
+
+@dataclass
 class Comparison(Record):
     recipe: str
     title: str
@@ -374,8 +554,8 @@ class Comparison(Record):
     results_dir: str
     workloads: dict[str, WorkloadComparison]
     failures: list[Failure]
-    rounds: dict = field(default_factory=dict)  # how many processes and why (min, max, floor)
-    budget: dict | None = None  # checkpointing: the largest batch that trains under a memory budget
+    rounds: ComparisonRounds = field(default_factory=ComparisonRounds)
+    budget: MemoryBudget | None = None
 
 
 @dataclass
@@ -392,6 +572,13 @@ class Rung(Record):
 
 
 @dataclass
+class LadderRounds(Record):
+    rounds: int | None = None  # processes per rung
+    cpus: list[int] = field(default_factory=list)
+    method: str | None = None
+
+
+@dataclass
 class LadderSummary(Record):
     workload: str
     what: str
@@ -399,7 +586,7 @@ class LadderSummary(Record):
     command: str
     rungs: list[Rung]
     failures: list[Failure]
-    rounds: dict = field(default_factory=dict)
+    rounds: LadderRounds = field(default_factory=LadderRounds)
 
 
 # --- a sweep ----------------------------------------------------------------------------------
@@ -428,3 +615,66 @@ class SweepResult(Record):
     command: str
     points: list[Point]
     crossover: str = ""
+
+
+# --- a diagnosis ------------------------------------------------------------------------------
+@dataclass
+class Finding(Record):
+    """One suspect of `make diagnose-<workload>`, with what it costs and the recipes that address it."""
+    kind: str
+    cost: float  # the share of step time it costs, measured
+    says: str
+    recipes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DiagnosisOps(Record):
+    """Phase 4 of a diagnosis: the time per kind of op and the top ops, per profiled step."""
+    key: str | None = None  # the time's field: self_device_us, self_cpu_us on a CPU; None without a trace
+    top: list[OpRow] = field(default_factory=list)
+    by_kind: list[KindRow] = field(default_factory=list)
+
+
+@dataclass
+class Baseline(Record):
+    """Phase 1 of a diagnosis: the run's headline figures (metrics.py's readings of its aggregate)."""
+    batch_size: int
+    median_ms: float
+    p95_ms: float
+    cv: float
+    throughput: float
+    peak_mb: float
+    tflops: float | None = None
+    mfu: float | None = None
+
+
+@dataclass
+class Bottleneck(Record):
+    """Phase 2: what each suspect costs as a share of the step, and the signals behind the costs."""
+    step_ms: float
+    costs: dict[str, float]
+    gpu_util: float | None = None
+    syncs_per_step: float | None = None
+    sync_ms_per_step: float | None = None
+    gpu_idle_share: float | None = None
+    host_data_share: float | None = None
+
+
+@dataclass
+class Component(Record):
+    """Phase 3: one phase of the step (--phase-timing), its mean, share and peak memory (CUDA)."""
+    phase: str
+    mean_ms: float
+    share: float | None
+    peak_mb: float | None = None
+
+
+@dataclass
+class Diagnosis(Record):
+    """The seed's four phases read from one --phase-timing run; the verdict is the costliest finding's words."""
+    baseline: Baseline
+    bottleneck: Bottleneck
+    components: list[Component]
+    operations: DiagnosisOps
+    findings: list[Finding]
+    verdict: str

@@ -16,7 +16,7 @@ from statistics import median
 import torch
 
 from common.analysis import ceiling
-from common.analysis.results import atomic_write_text
+from common.analysis.results import Ceilings, atomic_write_text
 from common.measure import stamp
 
 SIZE, REPEATS = 8192, 20
@@ -39,16 +39,16 @@ def _time_matmul(dtype, tf32: bool) -> float:
     return 2 * SIZE ** 3 / median(times) / 1e12
 
 
-def measure() -> dict:
-    found = {"gpu": torch.cuda.get_device_name(), "bf16_tflops": _time_matmul(torch.bfloat16, False),
-             "tf32_tflops": _time_matmul(torch.float32, True), "fp32_tflops": _time_matmul(torch.float32, False),
-             "how": f"{SIZE}^3 matmul, CUDA events, median of {REPEATS}",
-             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+def measure() -> Ceilings:
+    found = Ceilings(gpu=torch.cuda.get_device_name(), bf16_tflops=_time_matmul(torch.bfloat16, False),
+                     tf32_tflops=_time_matmul(torch.float32, True), fp32_tflops=_time_matmul(torch.float32, False),
+                     how=f"{SIZE}^3 matmul, CUDA events, median of {REPEATS}",
+                     date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     try:
         table = json.loads(ceiling.path().read_text())
     except (OSError, ValueError):
         table = {}
-    table[ceiling.key(found["gpu"], torch.__version__)] = found
+    table[ceiling.key(found.gpu, torch.__version__)] = found.to_json()
     atomic_write_text(ceiling.path(), json.dumps(table, indent=1) + "\n")
     return found
 
@@ -62,5 +62,5 @@ if __name__ == "__main__":
             sys.exit(0)
         print("measuring this GPU's matmul ceiling once (bf16, TF32, fp32), for MFU ...", flush=True)
     c = measure()
-    print(f"{c['gpu']}: bf16 {c['bf16_tflops']:.0f} TFLOP/s, TF32 {c['tf32_tflops']:.0f}, fp32 {c['fp32_tflops']:.0f} "
-          f"({c['how']}) -> {ceiling.path()}")
+    print(f"{c.gpu}: bf16 {c.bf16_tflops:.0f} TFLOP/s, TF32 {c.tf32_tflops:.0f}, fp32 {c.fp32_tflops:.0f} "
+          f"({c.how}) -> {ceiling.path()}")

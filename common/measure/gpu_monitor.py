@@ -9,6 +9,8 @@ import os
 import threading
 import time
 
+from common.analysis.results import GpuReport
+
 # clocks-event (throttle) reason bits from nvml.h; GPU idle is not a slowdown
 THROTTLE_BITS = {
     0x2: "applications clocks setting", 0x4: "software power cap", 0x8: "hardware slowdown",
@@ -94,9 +96,10 @@ class GpuMonitor:
                 pass
         return False
 
-    def summary(self) -> dict:
+    def report(self) -> GpuReport:
+        """What the samples show, and the warnings they call for."""
         if not self.samples:
-            return {"available": False, "notice": self.notice, "warnings": []}
+            return GpuReport(available=False, notice=self.notice)
         s = self.samples
         pick = lambda key: [x[key] for x in s]  # noqa: E731
         sm = pick("sm_clock_mhz")
@@ -111,15 +114,15 @@ class GpuMonitor:
             warnings.append(f"SM clock changed during the run: {min(sm)}-{max(sm)} MHz")
         if others:
             warnings.append(f"other processes on the GPU during the run: pid {', '.join(map(str, others))}")
-        return {
-            "available": True, "samples": len(s),
-            "gpu_util_mean": sum(pick("gpu_util")) / len(s),
-            "mem_used_mb_max": max(pick("mem_used_mb")),
-            "temp_c_max": max(pick("temp_c")),
-            "power_w_mean": sum(pick("power_w")) / len(s), "power_limit_w": s[-1]["power_limit_w"],
-            "sm_clock_mhz": [min(sm), max(sm)],
-            "mem_clock_mhz": [min(pick("mem_clock_mhz")), max(pick("mem_clock_mhz"))],
-            "pstates": sorted(set(pick("pstate"))),
-            "throttle_reasons": throttle_names(mask), "other_pids": others,
-            "warnings": warnings, "notice": self.notice,
-        }
+        return GpuReport(
+            available=True, samples=len(s),
+            gpu_util_mean=sum(pick("gpu_util")) / len(s),
+            mem_used_mb_max=max(pick("mem_used_mb")),
+            temp_c_max=max(pick("temp_c")),
+            power_w_mean=sum(pick("power_w")) / len(s), power_limit_w=s[-1]["power_limit_w"],
+            sm_clock_mhz=[min(sm), max(sm)],
+            mem_clock_mhz=[min(pick("mem_clock_mhz")), max(pick("mem_clock_mhz"))],
+            pstates=sorted(set(pick("pstate"))),
+            throttle_reasons=throttle_names(mask), other_pids=others,
+            warnings=warnings, notice=self.notice,
+        )

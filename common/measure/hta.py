@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from common.analysis.results import HtaReading
+
 FULL_QUEUE = 1024  # CUDA's launch queue: a host that fills it blocks in the next launch
 
 
@@ -32,20 +34,20 @@ def available() -> bool:
     return True
 
 
-def summarize(trace_path: Path, device: torch.device) -> dict:
-    """HTA's reading of one trace, as plain numbers; never raises (the run's own evidence stands)."""
+def read(trace_path: Path, device: torch.device) -> HtaReading:
+    """HTA's reading of one trace; never raises (the run's own evidence stands)."""
     if device.type != "cuda":
-        return {"available": False, "why": "HTA reads GPU traces: a CPU run has none for it to read"}
+        return HtaReading(available=False, why="HTA reads GPU traces: a CPU run has none for it to read")
     if not available():
-        return {"available": False,
-                "why": "traceinsight (HolisticTraceAnalysis) is not installed: pip install traceinsight"}
+        return HtaReading(available=False,
+                          why="traceinsight (HolisticTraceAnalysis) is not installed: pip install traceinsight")
     try:
         return _read(Path(trace_path))
     except Exception as e:  # HTA is a second opinion: its failure is reported, not fatal
-        return {"available": False, "why": f"HTA failed on this trace: {type(e).__name__}: {str(e)[:200]}"}
+        return HtaReading(available=False, why=f"HTA failed on this trace: {type(e).__name__}: {str(e)[:200]}")
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> HtaReading:
     from hta.configs.env_options import HTAEnvOptions
     from hta.trace_analysis import TraceAnalysis
 
@@ -57,7 +59,7 @@ def _read(path: Path) -> dict:
         ta = TraceAnalysis(trace_files={0: str(path)}, trace_dir="")
         trace = ta.t.get_trace(0)
         if not (trace["stream"] != -1).any():
-            return {"available": False, "why": "no GPU events in the trace"}
+            return HtaReading(available=False, why="no GPU events in the trace")
         temporal = ta.get_temporal_breakdown(visualize=False)
         idle = ta.get_idle_time_breakdown(visualize=False)[0]
         launches = ta.get_cuda_kernel_launch_stats(visualize=False).get(0)
@@ -67,21 +69,21 @@ def _read(path: Path) -> dict:
     by_category = idle.groupby("idle_category")["idle_time"].sum()
     idle_total = float(by_category.sum()) or 1.0
     blocked_us = float(queue["duration_at_max_queue_length"].sum()) if queue is not None and len(queue) else 0.0
-    out = {
-        "available": True, "version": _version(), "steps": steps,
-        "idle_share": float(row["idle_time_pctg"]) / 100,
-        "compute_share": float(row["compute_time_pctg"]) / 100,
-        "non_compute_share": float(row["non_compute_time_pctg"]) / 100,
-        "idle_host_wait_share": float(by_category.get("host_wait", 0.0)) / idle_total,
-        "idle_kernel_wait_share": float(by_category.get("kernel_wait", 0.0)) / idle_total,
-        "blocked_on_full_queue_ms_per_step": blocked_us / 1000 / steps,
-        "note": "HTA's microsecond rounding turned off (a known fault of HTA 0.6.1); HTA analyses all profiled "
-                "steps but the last",
-    }
+    out = HtaReading(
+        available=True, version=_version(), steps=steps,
+        idle_share=float(row["idle_time_pctg"]) / 100,
+        compute_share=float(row["compute_time_pctg"]) / 100,
+        non_compute_share=float(row["non_compute_time_pctg"]) / 100,
+        idle_host_wait_share=float(by_category.get("host_wait", 0.0)) / idle_total,
+        idle_kernel_wait_share=float(by_category.get("kernel_wait", 0.0)) / idle_total,
+        blocked_on_full_queue_ms_per_step=blocked_us / 1000 / steps,
+        note="HTA's microsecond rounding turned off (a known fault of HTA 0.6.1); HTA analyses all profiled "
+             "steps but the last",
+    )
     if launches is not None and len(launches):
-        out.update(launches_per_step=len(launches) / steps,
-                   launch_delay_us_median=float(launches["launch_delay"].median()),
-                   launch_cpu_us_median=float(launches["cpu_duration"].median()))
+        out.launches_per_step = len(launches) / steps
+        out.launch_delay_us_median = float(launches["launch_delay"].median())
+        out.launch_cpu_us_median = float(launches["cpu_duration"].median())
     return out
 
 

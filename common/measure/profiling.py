@@ -14,6 +14,8 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
+from common.analysis.results import KindRow, KindView, MemoryArtifacts, OpRow, OpView, OpViews
+
 # host-blocking CUDA runtime calls; .item() on CUDA shows up as a cudaStreamSynchronize
 SYNC_APIS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 # the ops that force a sync when the tensor lives on a GPU (on CPU they are the only trace of one)
@@ -84,36 +86,40 @@ def op_kind(name: str) -> str:
     return next((kind for kind, keys in OP_KINDS if any(k in low for k in keys)), "other")
 
 
-def op_views(prof, device: torch.device, steps: int, exclude: set[str]) -> dict:
+def op_views(prof, device: torch.device, steps: int, exclude: set[str]) -> OpViews:
     """The seed's four views, per step, top rows only."""
     cuda = device.type == "cuda"
     rows = []
     for e in prof.key_averages():
         if e.key.startswith("ProfilerStep") or e.key in exclude:
             continue
-        rows.append({
-            "name": e.key,
-            "calls": e.count / steps,
-            "self_cpu_us": e.self_cpu_time_total / steps,
-            "cpu_total_us": e.cpu_time_total / steps,
-            "self_device_us": _first(e, "self_device_time_total", "self_cuda_time_total") / steps if cuda else None,
-            "self_mem_bytes": (_first(e, "self_device_memory_usage", "self_cuda_memory_usage") if cuda
-                               else e.self_cpu_memory_usage) / steps,
-        })
+        rows.append(OpRow(
+            name=e.key,
+            calls=e.count / steps,
+            self_cpu_us=e.self_cpu_time_total / steps,
+            cpu_total_us=e.cpu_time_total / steps,
+            self_device_us=_first(e, "self_device_time_total", "self_cuda_time_total") / steps if cuda else None,
+            self_mem_bytes=(_first(e, "self_device_memory_usage", "self_cuda_memory_usage") if cuda
+                            else e.self_cpu_memory_usage) / steps,
+        ))
     time_key = "self_device_us" if cuda else "self_cpu_us"
+
+    def op_time(r):  # an OpRow's or a KindRow's time, under the time view's key
+        return getattr(r, time_key) or 0.0
+
     kinds = {}
     for r in rows:
-        k = kinds.setdefault(op_kind(r["name"]), {"name": op_kind(r["name"]), time_key: 0.0, "calls": 0.0})
-        k[time_key] += r[time_key] or 0.0
-        k["calls"] += r["calls"]
-    top = lambda key: sorted(rows, key=lambda r: r[key], reverse=True)[:TOP_ROWS]  # noqa: E731
-    return {
-        "device_time": {"key": time_key, "rows": top(time_key)},
-        "self_memory": {"key": "self_mem_bytes", "rows": top("self_mem_bytes")},
-        "cpu_time": {"key": "cpu_total_us", "rows": top("cpu_total_us")},
-        "calls": {"key": "calls", "rows": top("calls")},
-        "by_kind": {"key": time_key, "rows": sorted(kinds.values(), key=lambda r: r[time_key], reverse=True)},
-    }
+        k = kinds.setdefault(op_kind(r.name), KindRow(name=op_kind(r.name), **{time_key: 0.0}))
+        setattr(k, time_key, op_time(k) + op_time(r))
+        k.calls += r.calls
+    top = lambda by: sorted(rows, key=by, reverse=True)[:TOP_ROWS]  # noqa: E731
+    return OpViews(
+        device_time=OpView(key=time_key, rows=top(op_time)),
+        self_memory=OpView(key="self_mem_bytes", rows=top(lambda r: r.self_mem_bytes)),
+        cpu_time=OpView(key="cpu_total_us", rows=top(lambda r: r.cpu_total_us)),
+        calls=OpView(key="calls", rows=top(lambda r: r.calls)),
+        by_kind=KindView(key=time_key, rows=sorted(kinds.values(), key=op_time, reverse=True)),
+    )
 
 
 def _union_length(intervals):
@@ -293,34 +299,34 @@ def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
     return out
 
 
-def memory_artifacts(prof, out_dir: Path, worker: str, device: torch.device, snapshot: bool) -> dict:
+def memory_artifacts(prof, out_dir: Path, worker: str, device: torch.device, snapshot: bool) -> MemoryArtifacts:
     """The profiler's memory timeline (HTML, by category: parameters, gradients, activations,
     optimizer state...) and, on CUDA, the allocator snapshot recorded over the profiled steps."""
     import warnings
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    found, notes = {}, []
+    found = MemoryArtifacts()
     timeline = out_dir / f"{worker}_memory_timeline.html"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # deprecated in newest torch, still there
             prof.export_memory_timeline(str(timeline), device="cuda:0" if device.type == "cuda" else "cpu")
-        found["timeline"] = str(timeline)
+        found.timeline = str(timeline)
     except Exception as e:  # an older or newer torch without it
-        notes.append(f"memory timeline unavailable ({type(e).__name__}: {str(e)[:120]})")
+        found.notes.append(f"memory timeline unavailable ({type(e).__name__}: {str(e)[:120]})")
     if snapshot:
         path = out_dir / f"{worker}_memory_snapshot.pickle"
         try:
             torch.cuda.memory._dump_snapshot(str(path))
-            found["snapshot"] = str(path)
-            found["view_snapshot"] = (f"open https://pytorch.org/memory_viz and drop {path.name} on it, or "
-                                      f"python -m torch.cuda._memory_viz trace_plot {path} "
-                                      f"-o {path.with_suffix('.html')}")
+            found.snapshot = str(path)
+            found.view_snapshot = (f"open https://pytorch.org/memory_viz and drop {path.name} on it, or "
+                                   f"python -m torch.cuda._memory_viz trace_plot {path} "
+                                   f"-o {path.with_suffix('.html')}")
         except Exception as e:
-            notes.append(f"memory snapshot unavailable ({type(e).__name__})")
+            found.notes.append(f"memory snapshot unavailable ({type(e).__name__})")
         finally:
             torch.cuda.memory._record_memory_history(enabled=None)
     elif device.type != "cuda":
-        notes.append("allocator snapshot: CUDA only")
-    return {**found, "notes": notes}
+        found.notes.append("allocator snapshot: CUDA only")
+    return found

@@ -16,7 +16,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from common.analysis import stats
-from common.analysis.results import Evidence, PhaseEvidence, Timing
+from common.analysis.results import CompileStats, Evidence, PhaseEvidence, Timing
 from common.measure import cpu_time, hta, memory
 from common.measure.nvtx import Ranges
 from common.measure.profiling import mark_rank, memory_artifacts, op_views, profiler, trace_evidence
@@ -159,7 +159,7 @@ def profiled(feed: Callable, device: torch.device, steps: int, trace_dir: Path, 
     found = trace_evidence(prof.trace_path, device, PHASES)
     found["phases"] = {p: PhaseEvidence(**v) for p, v in found["phases"].items()}
     evidence = Evidence(trace=str(prof.trace_path), **found, views=op_views(prof, device, steps, set(PHASES)),
-                        hta=hta.summarize(prof.trace_path, device))
+                        hta=hta.read(prof.trace_path, device))
     if memory_dir is not None:
         evidence.memory = memory_artifacts(prof, memory_dir, worker, device, snapshot)
     return evidence
@@ -206,7 +206,7 @@ def nbytes(batch) -> int:
     return sum(t.nelement() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
 
-def compile_stats() -> dict | None:
+def compile_stats() -> CompileStats | None:
     """What torch.compile did in this process, when it was used: graphs captured, graph breaks, and
     recompilations. Dynamo captures one graph per compiled callable, one more per graph break, and
     one more per recompilation (a guard failed: a new shape, a new dtype), so for the one compiled
@@ -219,7 +219,7 @@ def compile_stats() -> dict | None:
     if not graphs:
         return None
     breaks = sum(counters["graph_break"].values())
-    return {"graphs": graphs, "graph_breaks": breaks, "recompiles": max(0, graphs - 1 - breaks),
-            # mode="reduce-overhead" skips CUDA graphs silently (a mutated input, a CPU tensor...)
-            "cudagraph_skips": counters["inductor"].get("cudagraph_skips", 0),
-            "break_reasons": [r.splitlines()[0][:200] for r in counters["graph_break"]][:5]}
+    return CompileStats(graphs=graphs, graph_breaks=breaks, recompiles=max(0, graphs - 1 - breaks),
+                        # mode="reduce-overhead" skips CUDA graphs silently (a mutated input, a CPU tensor...)
+                        cudagraph_skips=counters["inductor"].get("cudagraph_skips", 0),
+                        break_reasons=[r.splitlines()[0][:200] for r in counters["graph_break"]][:5])

@@ -4,22 +4,22 @@ from pathlib import Path
 from common import env
 from common.analysis import stats
 from common.analysis.metrics import fmt
-from common.analysis.results import RunResult
+from common.analysis.results import DataSource, RunResult
 
 
 def summary(r: RunResult, out: Path) -> str:
     """The lines a finished run prints; `out` is where its result was written."""
     t, s, m, ev, cfg = r.timing, r.timing.summary, r.memory, r.evidence, r.config
-    src = r.data_source or {}
+    src = r.data_source or DataSource(kind="?")
     size = f", image {cfg.image_size}px" if cfg.image_size else ""
     mem = (f"{m.peak_mb:.0f} MB allocated ({m.reserved_mb:.0f} MB reserved)" if m.kind == "cuda_allocator"
            else f"{m.peak_mb:.0f} MB peak RSS (CPU, whole process)")
     longer = f" (more than the preset's {cfg.steps}: at least {cfg.min_time_s:g} s of steps)" if s.n > cfg.steps else ""
     setups = "".join(f"; {name} {sec:.3f} s before the loop, counted in both"
-                     for name, sec in ((r.compile or {}).get("setup_s") or {}).items())
+                     for name, sec in ((r.compile and r.compile.setup_s) or {}).items())
     lines = [
         f"{r.recipe}/{r.pair} {r.variant} on {env.describe_device(r.env)}",
-        f"  data       {src.get('kind', '?')}{' - ' + src['note'] if src.get('note') else ''}",
+        f"  data       {src.kind}{' - ' + src.note if src.note else ''}",
         f"  setup      batch {cfg.batch_size}{size}, {s.n} timed steps{longer} after {t.warmup_steps} warm-up "
         f"steps ({t.warmup_s:.2f} s; the first step alone {fmt(t.first_step_s, '.2f')} s, compile included{setups})",
         f"  step time  median {s.median_ms:.3f} ms  p95 {s.p95_ms:.3f}  p99 {s.p99_ms:.3f}  "

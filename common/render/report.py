@@ -12,7 +12,11 @@ from common.analysis import goals, metrics, stats
 from common.analysis.aggregate import parity_failure
 from common.analysis.metrics import fmt
 from common.analysis.results import (
+    BudgetSearch,
     Comparison,
+    CompileStats,
+    DataSource,
+    MemoryBudget,
     VariantAggregate,
     WorkloadComparison,
     atomic_write_bytes,
@@ -22,7 +26,7 @@ from common.analysis.results import (
 from common.errors import CookbookError, exit_with
 from common.render import diffs, plots
 
-VIEW_TITLES = {
+VIEW_TITLES = {  # the op tables of Evidence.views (results.OpViews), by field
     "device_time": "Top ops by self device time",
     "self_memory": "Top ops by self memory",
     "cpu_time": "Top ops by CPU time (incl. children)",
@@ -34,7 +38,13 @@ NOISY_ADVICE = (f"NOISY: the per-process medians spread by more than {stats.NOIS
                 "re-run on an idle machine, or with more rounds (ARGS='--rounds 8')")
 
 
-def _value(key, v):
+def view_title(view: str, cpu: bool) -> str:
+    """An op table's title; a CPU run's device-time view holds self CPU time."""
+    return "Top ops by self CPU time (CPU run: no device time)" if cpu and view == "device_time" else VIEW_TITLES[view]
+
+
+def view_value(key, v) -> str:
+    """One op's figure in the column its view is sorted by (times in us, memory in bytes, calls)."""
     if key.endswith("_us"):
         return f"{v / 1000:.3f} ms" if v >= 1000 else f"{v:.1f} us"
     if key == "self_mem_bytes":
@@ -153,11 +163,11 @@ def _env_table(comparison: Comparison):
             ("CPU", f"{e.cpu} x{e.cpu_count} (torch threads {e.torch_threads}); every run pinned to cores "
                     f"{env.cpu_ranges(e.cpu_set)}"),
             ("date (UTC) / commit", f"{e.date} / {e.git_commit}"),
-            ("processes per variant", ("fixed: " if r.get("fixed") else "") + f"{r.get('least')}"
-             + ("" if r.get("fixed") else f" to {r.get('most')}, added until the interval decides")
+            ("processes per variant", ("fixed: " if r.fixed else "") + f"{r.least}"
+             + ("" if r.fixed else f" to {r.most}, added until the interval decides")
              + " (slow and fast alternate; who goes first alternates too)"),
-            ("statistics", f"{r.get('method', stats.METHOD)}; 'no meaningful difference' inside "
-                           f"+-{r.get('floor', stats.FLOOR):.0%}"),
+            ("statistics", f"{r.method or stats.METHOD}; 'no meaningful difference' inside "
+                           f"+-{stats.FLOOR if r.floor is None else r.floor:.0%}"),
             ("mode", "smoke (tiny sizes)" if comparison.smoke else "full presets for this device"),
             ("command", f"`{comparison.command}`")]
     return ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
@@ -185,7 +195,7 @@ HOST_FIXES = ("cuda_graphs", "compile", "fused_ops", "folded_ops", "set_to_none"
 
 def host_bound(v: VariantAggregate) -> bool:
     idle = v.evidence.gpu_idle_share if v.evidence else None
-    data = v.host.get("data_wait_share") or 0.0
+    data = v.host.data_wait_share or 0.0
     return v.env.device_type == "cuda" and idle is not None and idle >= HOST_BOUND_IDLE and data < DATA_BOUND
 
 
@@ -200,30 +210,30 @@ def _host_bound(recipe: str, entry: WorkloadComparison) -> list[str]:
     fixes = ", ".join(f"[`{r}`](../recipes/{r}/README.md)" for r in HOST_FIXES if r != recipe)
     return [f"- **Host-bound: this step cannot get faster from this technique here.** The GPU is idle "
             f"{ev.gpu_idle_share:.0%} of the slow twin's profiled steps, while the host spends "
-            f"{slow.host.get('cpu_ms_per_step') or 0:.2f} ms of CPU per step running {ev.ops_per_step:.0f} ops and "
+            f"{slow.host.cpu_ms_per_step or 0:.2f} ms of CPU per step running {ev.ops_per_step:.0f} ops and "
             f"launching {ev.kernels_per_step:.0f} kernels. A technique that changes the GPU's work moves nothing "
             f"while the GPU waits for the host; what cuts host work does: {fixes}. The recipe's README says where "
             f"this one pays."]
 
 
-def _budget_lines(b: dict | None) -> list[str]:
+def _budget_lines(b: MemoryBudget | None) -> list[str]:
     if not b:
         return []
     out = ["## Under a memory budget", ""]
-    if b.get("note"):
-        return out + [f"Largest batch of {b['pair']} under a {b['budget_gb']:g} GB budget: {b['note']}.", ""]
-    slow, fast = b.get("slow", {}), b.get("fast", {})
+    if b.note:
+        return out + [f"Largest batch of {b.pair} under a {b.budget_gb:g} GB budget: {b.note}.", ""]
+    slow, fast = b.slow or BudgetSearch(), b.fast or BudgetSearch()
     def fits(v):
-        if v.get("fits") is None:
-            return "not even the first probe" if v.get("fails") else "no answer (a probe failed)"
-        return f"batch {v['fits']}" + ("" if v.get("fails") else " (the largest probed)")
-    head = (f"Under a {b['budget_gb']:g} GB budget (`--memory-budget-gb`), {b['pair']} "
+        if v.fits is None:
+            return "not even the first probe" if v.fails else "no answer (a probe failed)"
+        return f"batch {v.fits}" + ("" if v.fails else " (the largest probed)")
+    head = (f"Under a {b.budget_gb:g} GB budget (`--memory-budget-gb`), {b.pair} "
             f"**fits {fits(slow)} without checkpointing, {fits(fast)} with**")
-    if slow.get("fits") and fast.get("fits"):
-        head += f" ({fast['fits'] / slow['fits']:.2f}x the batch)"
+    if slow.fits and fast.fits:
+        head += f" ({fast.fits / slow.fits:.2f}x the batch)"
     out += [head + ".", ""]
     for name, v in (("without", slow), ("with", fast)):
-        probes = ", ".join(f"{batch} {'ok' if kind == 'ok' else kind}" for batch, kind in v.get("probes", []))
+        probes = ", ".join(f"{batch} {'ok' if kind == 'ok' else kind}" for batch, kind in v.probes)
         out.append(f"- {name}: probes {probes}")
     return out + ["", "Each probe trains a few steps at one batch size in its own process with the GPU's memory capped "
                       "(`torch.cuda.set_per_process_memory_fraction`); doubling until one runs out of memory, then "
@@ -248,19 +258,19 @@ def _hta_lines(slow: VariantAggregate, fast: VariantAggregate, cpu: bool):
                 "HTA reads GPU traces and this is a CPU run."]
     out = []
     for name, v in (("slow", slow), ("fast", fast)):
-        h = (v.evidence.hta if v.evidence else None) or {}
+        h = v.evidence.hta if v.evidence else None
         ours = v.evidence.gpu_idle_share if v.evidence else None
-        if not h.get("available"):
-            out.append(f"- HolisticTraceAnalysis ({name}): {h.get('why', 'no trace')}")
+        if not (h and h.available):
+            out.append(f"- HolisticTraceAnalysis ({name}): {(h.why if h else None) or 'no trace'}")
             continue
-        theirs = h.get("idle_share")
+        theirs = h.idle_share
         flag = (ours is not None and theirs is not None and abs(ours - theirs) > HTA_DISAGREE)
         out.append(f"- HolisticTraceAnalysis ({name}): GPU idle {fmt(theirs, '.1%')} (ours {fmt(ours, '.1%')})"
                    + (f" - **they disagree by {abs(ours - theirs) * 100:.0f} points**: "
                       "see the README's 'Measurement integrity'" if flag else "")
-                   + f"; host blocked on a full launch queue {fmt(h.get('blocked_on_full_queue_ms_per_step'), '.3f')} "
-                     f"ms/step; kernel launches per step {fmt(h.get('launches_per_step'), '.0f')}"
-                   + (f"; note: {h['note']}" if h.get("note") else ""))
+                   + f"; host blocked on a full launch queue {fmt(h.blocked_on_full_queue_ms_per_step, '.3f')} "
+                     f"ms/step; kernel launches per step {fmt(h.launches_per_step, '.0f')}"
+                   + (f"; note: {h.note}" if h.note else ""))
     return out
 
 
@@ -280,7 +290,7 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
         out += ["", "No speedup: only one variant of the pair finished.", ""]
         return out + _diff_section(recipe, workload, reports_dir)
     slow, fast = entry.slow, entry.fast
-    src = slow.data_source or {}
+    src = slow.data_source or DataSource(kind="?")
     cfg = slow.config
     cpu = slow.env.device_type != "cuda"
     size = f", {cfg.image_size} px crops" if cfg.image_size else ""
@@ -295,21 +305,21 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
         change = m.change(slow, fast)
         out.append(f"- **Mechanism: {m.title(cpu)}**: {m.text(slow)} (slow) -> {m.text(fast)} (fast)"
                    + (f", {change}" if change else ""))
-    out += ["", f"Data: **{src.get('kind', '?')}**{' - ' + src['note'] if src.get('note') else ''}. "
+    out += ["", f"Data: **{src.kind}**{' - ' + src.note if src.note else ''}. "
                 f"Batch {cfg.batch_size}{size}; {slow.pooled.n} and {fast.pooled.n} timed steps over "
                 f"{len(slow.process_medians_ms)} and {len(fast.process_medians_ms)} processes.", ""]
     cols = [metrics.get(k) for k in metrics.TABLE]
     out += ["| variant | " + " | ".join(m.column(cpu) for m in cols) + " |", "|---|" + "---:|" * len(cols)]
     for name, v in (("slow", slow), ("fast", fast)):
         out.append(f"| {name} | " + " | ".join(m.text(v) for m in cols) + " |")
-    c = fast.compile or {}
-    if c.get("graphs"):
-        skips = c.get("cudagraph_skips") or 0
-        out.append(f"- torch.compile (fast twin): {c['graphs']} graph(s), {c['graph_breaks']} graph break(s), "
-                   f"{c['recompiles']} recompilation(s)"
+    c = fast.compile or CompileStats()
+    if c.graphs:
+        skips = c.cudagraph_skips or 0
+        out.append(f"- torch.compile (fast twin): {c.graphs} graph(s), {c.graph_breaks} graph break(s), "
+                   f"{c.recompiles} recompilation(s)"
                    + (f", CUDA graphs skipped {skips} time(s) (`mode=\"reduce-overhead\"` fell back to plain kernels)"
                       if skips and not cpu else "")
-                   + (f"; breaks: {'; '.join(c['break_reasons'])}" if c.get("break_reasons") else ""))
+                   + (f"; breaks: {'; '.join(c.break_reasons)}" if c.break_reasons else ""))
     out += _setup_lines(slow, fast, cpu)
     out += [""] + _process_lines(entry, cpu)
     par = entry.parity
@@ -332,24 +342,23 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     notices = sorted(set(slow.notices) | set(fast.notices))
     out += [f"- Notice: {n}" for n in notices]
     out += [f"- **WARNING ({name})**: {w}" for name, v in (("slow", slow), ("fast", fast)) for w in v.warnings]
-    out += [f"- GPU monitor ({name}): util {g['gpu_util_mean']:.0f}% mean, SM clock {g['sm_clock_mhz'][0]}-"
-            f"{g['sm_clock_mhz'][1]} MHz, max {g['temp_c_max']} C, "
-            f"{g['power_w_mean']:.0f} W of {g['power_limit_w']:.0f} W"
-            for name, g in (("slow", slow.gpu_monitor), ("fast", fast.gpu_monitor)) if g and g.get("available")]
+    out += [f"- GPU monitor ({name}): util {g.gpu_util_mean:.0f}% mean, SM clock {g.sm_clock_mhz[0]}-"
+            f"{g.sm_clock_mhz[1]} MHz, max {g.temp_c_max} C, "
+            f"{g.power_w_mean:.0f} W of {g.power_limit_w:.0f} W"
+            for name, g in (("slow", slow.gpu_monitor), ("fast", fast.gpu_monitor)) if g and g.available]
     out.append("")
     out += _mechanism_table(slow, fast, keys, cpu)
     if slow.evidence and fast.evidence:
         out += ["### Profiler evidence (per step, profiled steps of round 1)", ""]
-        for view, title in VIEW_TITLES.items():
-            vs, vf = slow.evidence.views[view], fast.evidence.views[view]
-            if cpu and view == "device_time":
-                title = "Top ops by self CPU time (CPU run: no device time)"
+        for view in VIEW_TITLES:
+            vs, vf = getattr(slow.evidence.views, view), getattr(fast.evidence.views, view)
+            title = view_title(view, cpu)
             out += [f"**{title}**", "", "| # | slow: op | slow | fast: op | fast |", "|---:|---|---:|---|---:|"]
-            for i in range(min(VIEW_ROWS, max(len(vs["rows"]), len(vf["rows"])))):
-                a = vs["rows"][i] if i < len(vs["rows"]) else None
-                b = vf["rows"][i] if i < len(vf["rows"]) else None
-                cell = lambda r, k: (f"`{r['name'][:48]}`", _value(k, r[k])) if r else ("", "")  # noqa: E731
-                (an, av), (bn, bv) = cell(a, vs["key"]), cell(b, vf["key"])
+            for i in range(min(VIEW_ROWS, max(len(vs.rows), len(vf.rows)))):
+                a = vs.rows[i] if i < len(vs.rows) else None
+                b = vf.rows[i] if i < len(vf.rows) else None
+                cell = lambda r, k: (f"`{r.name[:48]}`", view_value(k, getattr(r, k))) if r else ("", "")  # noqa: E731
+                (an, av), (bn, bv) = cell(a, vs.key), cell(b, vf.key)
                 out.append(f"| {i + 1} | {an} | {av} | {bn} | {bv} |")
             out.append("")
     return out + _diff_section(recipe, workload, reports_dir)
@@ -360,7 +369,7 @@ def _setup_lines(slow, fast, cpu):
     torch.compile's figures: both are in the warm-up and first-step figures, where compilation is."""
     out = []
     for name, v in (("slow", slow), ("fast", fast)):
-        for what, seconds in ((v.compile or {}).get("setup_s") or {}).items():
+        for what, seconds in ((v.compile and v.compile.setup_s) or {}).items():
             out.append(f"- {what[0].upper() + what[1:]} ({name} twin): {seconds:.3f} s before the timed loop"
                        + (" (nothing to capture on a CPU: the step ran eagerly)" if cpu else
                           " (its warm-up steps and the recording)")

@@ -7,20 +7,13 @@ until a probe runs out of memory, then bisects between the last batch that train
 that did not, down to a step of 1/16 of the batch. `make recipe-checkpointing` runs it for both
 twins and the report says "fits batch N without, M with". It needs CUDA: on a CPU the report says so.
 """
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.analysis.results import BudgetSearch
 from common.runners import launch
 
 DEFAULT_GB = 16.0  # the seed's GPU: a T4 has 16 GB
 MAX_BATCH = 16384
-
-
-@dataclass
-class Search:
-    fits: int | None = None  # the largest batch that trained (None: not even the start)
-    fails: int | None = None  # the smallest that ran out of memory (None: up to MAX_BATCH all trained)
-    probes: list = field(default_factory=list)  # (batch, "ok" | "oom" | "failed")
 
 
 def _done(fits: int, fails: int) -> bool:
@@ -48,10 +41,11 @@ def most_probes(start: int) -> int:
     return max(worst, probes)  # or every doubling trained
 
 
-def search(module: str, flags: list[str], out_dir: Path, cpus, start: int, progress=print, announce=None) -> Search:
+def search(module: str, flags: list[str], out_dir: Path, cpus, start: int, progress=print,
+           announce=None) -> BudgetSearch:
     """The largest batch at which `python -m module <flags> --batch-size B` trains. announce(batch),
     when given, is called before each probe (a progress counter), and progress(text) after it."""
-    found = Search()
+    found = BudgetSearch()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
 
     def trains(batch: int) -> bool | None:

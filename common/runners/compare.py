@@ -23,7 +23,7 @@ from pathlib import Path
 from common import catalog, env
 from common.analysis import stats
 from common.analysis.aggregate import aggregate, parity, parity_failure
-from common.analysis.results import Comparison, WorkloadComparison, write_result
+from common.analysis.results import Comparison, ComparisonRounds, MemoryBudget, WorkloadComparison, write_result
 from common.cli import (
     OneLineParser,
     check_script_flags,
@@ -238,9 +238,10 @@ def run_all(plan: Plan) -> Comparison:
     comparison = Comparison(recipe=plan.recipe, title=plan.title, evidence_keys=list(plan.evidence), smoke=plan.smoke,
                             device="cuda" if plan.cuda else "cpu", command=plan.command,
                             results_dir=str(plan.results_dir), workloads={}, failures=[],
-                            rounds={"least": plan.rounds.least, "most": plan.rounds.most, "fixed": plan.rounds.fixed,
-                                    "looks": plan.rounds.looks, "level": stats.sequential_level(plan.rounds.looks),
-                                    "floor": stats.FLOOR, "method": stats.METHOD, "cpus": plan.cpus})
+                            rounds=ComparisonRounds(least=plan.rounds.least, most=plan.rounds.most,
+                                                    fixed=plan.rounds.fixed, looks=plan.rounds.looks,
+                                                    level=stats.sequential_level(plan.rounds.looks),
+                                                    floor=stats.FLOOR, method=stats.METHOD, cpus=plan.cpus))
     for workload in plan.workloads:
         by_variant, failures, reason = run_workload(plan, workload, counter)
         comparison.failures += failures
@@ -251,14 +252,17 @@ def run_all(plan: Plan) -> Comparison:
     return comparison
 
 
-def search_budget(plan: Plan, counter: launch.Counter | None = None) -> dict:
+def search_budget(plan: Plan, counter: launch.Counter | None = None) -> MemoryBudget:
     """The largest batch each twin trains under the memory budget (CUDA only)."""
     pair, gb = plan.budget_spec["pair"], plan.budget_gb
-    found = {"pair": pair, "budget_gb": gb}
+    found = MemoryBudget(pair=pair, budget_gb=gb)
     if not plan.cuda:
-        return {**found, "note": "the memory budget needs CUDA: not searched on this CPU"}
+        found.note = "the memory budget needs CUDA: not searched on this CPU"
+        return found
     if plan.smoke:
-        return {**found, "note": "not searched in smoke mode"}
+        found.note = "not searched in smoke mode"
+        return found
+    searches = []
     flags = [f for f in plan.script_flags[pair] if f != "--smoke"] + budget.probe_flags(gb)
     for variant in catalog.VARIANTS:
         print(f"largest batch under a {gb:g} GB budget, {pair} {variant}:", flush=True)
@@ -274,7 +278,8 @@ def search_budget(plan: Plan, counter: launch.Counter | None = None) -> dict:
         finally:
             if counter is not None:
                 counter.settle(stage)
-        found[variant] = {"fits": s.fits, "fails": s.fails, "probes": s.probes}
+        searches.append(s)
+    found.slow, found.fast = searches  # catalog.VARIANTS: slow, then fast
     return found
 
 

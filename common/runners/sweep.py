@@ -18,11 +18,13 @@ from pathlib import Path
 from common import catalog, env
 from common.analysis import stats
 from common.analysis.aggregate import aggregate, parity, parity_failure
-from common.analysis.results import Point, SweepResult, atomic_write_bytes, atomic_write_text, write_result
+from common.analysis.regime import crossover
+from common.analysis.results import Point, SweepResult, write_result
 from common.cli import OneLineParser, check_script_flags, check_value, split_passthrough
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
-from common.render import index, plots
+from common.render import index
+from common.render.sweep import render
 from common.runners import launch
 
 
@@ -44,33 +46,6 @@ def spec_of(recipe: str) -> dict:
         have = catalog.swept()
         raise CookbookError(f"recipe {recipe!r} has no sweep; these do: {', '.join(have)}")
     return spec
-
-
-def crossover(points: list[Point], knob: str) -> str:
-    """Where the technique starts to pay: the smallest value from which every larger one is
-    'faster' (with its interval excluding 1). Points where a twin ran out of memory are named."""
-    oom = [p.value for p in points if any(v is not None and v.status == "oom" for v in (p.slow, p.fast))]
-    text = _crossover(points, knob)
-    return text + (f"; out of memory at {knob} {', '.join(map(str, sorted(oom)))}" if oom else "")
-
-
-def _crossover(points: list[Point], knob: str) -> str:
-    points = sorted(points, key=lambda p: p.value)
-    measured = [p for p in points if p.speedup is not None]
-    if not measured:
-        return "no point of the sweep finished"
-    faster = [p.speedup.verdict == "faster" for p in measured]
-    if all(faster):
-        return f"pays off over the whole range measured ({knob} {measured[0].value} to {measured[-1].value})"
-    if not any(faster):
-        slower = [p.value for p in measured if p.speedup.verdict == "slower"]
-        return (f"does not pay off anywhere in the range measured ({knob} {measured[0].value} to {measured[-1].value})"
-                + (f"; slower at {', '.join(map(str, slower))}" if slower else ""))
-    last_not = max(i for i, f in enumerate(faster) if not f)
-    if last_not == len(measured) - 1:
-        at = [p.value for p, f in zip(measured, faster) if f]
-        return f"pays off at {knob} {', '.join(map(str, at))} only, not at the largest measured"
-    return f"pays off from {knob} {measured[last_not + 1].value} up (not at {measured[last_not].value})"
 
 
 @dataclass
@@ -174,84 +149,6 @@ def run_sweep(argv) -> tuple[SweepResult, Path]:
     write_result(out_dir / "sweep.json", result)
     write_result(plan.reports_dir / "results" / "sweep" / recipe / "sweep.json", result)  # the latest
     return result, plan.reports_dir
-
-
-def _stamp(r: SweepResult):
-    """The environment of the first run that finished, for the titles."""
-    return next((getattr(p, v).env for p in r.points for v in ("slow", "fast") if getattr(p, v)), None)
-
-
-def _plot(r: SweepResult) -> bytes:
-    return plots.png(_figure(r))
-
-
-def _figure(r: SweepResult):
-    """Left: the speedup at each point on a log axis (0.5x, 1x, 2x), its interval clipped to the axis;
-    right: peak memory of each twin. Both against the knob, labelled with its plain values."""
-    plt = plots.pyplot()
-
-    fig, (ax, mem) = plt.subplots(1, 2, figsize=(10.5, 4.4), layout="constrained")
-    shown = [p for p in r.points if p.speedup is not None]
-    xs = [p.value for p in shown]
-    plots.speedup_axis(ax, [p.speedup.ratio for p in shown], "y")
-    clipped = plots.speedup_intervals(ax, xs, [p.speedup for p in shown], "y")
-    ax.scatter(xs, [p.speedup.ratio for p in shown], s=36, zorder=5,
-               c=[plots.VERDICT_COLORS.get(p.speedup.verdict, "#a0a0a0") for p in shown])
-    plots.knob_axis(ax, [p.value for p in r.points], "x")
-    ax.set_xlabel(r.knob)
-    ax.set_ylabel("speedup of the fast twin (95% CI over processes)", fontsize=9)
-    ax.set_title(plots.wrap(f"regime: {r.crossover}", 70), fontsize=9)
-    ax.legend(handles=plots.verdict_handles([p.speedup.verdict for p in shown], clipped), fontsize=8)
-    for name, color in (("slow", "#8c8c8c"), ("fast", "#2a7ab9")):
-        pts = [(p.value, getattr(p, name).memory.peak_mb) for p in r.points
-               if getattr(p, name) is not None and getattr(p, name).status == "ok"]
-        if pts:
-            mem.plot(*zip(*pts), "o-", color=color, label=name)
-        ooms = [p.value for p in r.points if getattr(p, name) is not None and getattr(p, name).status == "oom"]
-        for i, x in enumerate(ooms):
-            mem.axvline(x, color=color, ls=":", lw=1, label=f"{name}: out of memory" if i == 0 else None)
-    plots.knob_axis(mem, [p.value for p in r.points], "x")
-    mem.set_xlabel(r.knob)
-    mem.set_ylabel("peak memory, MB")
-    mem.set_title("peak memory of each twin", fontsize=9)
-    mem.legend(fontsize=8)
-    e = _stamp(r)
-    fig.suptitle(plots.wrap(f"sweep {r.recipe}/{r.pair}: {env.describe_device(e) if e else ''}", 130), fontsize=10)
-    return fig
-
-
-def render(r: SweepResult, reports_dir: Path) -> list[Path]:
-    e = _stamp(r)
-    lines = [f"# Sweep: {r.title} (`{r.recipe}`, {r.pair}) across {r.knob}", "",
-             f"Generated by `{r.command}`" + (f" on **{env.describe_device(e)}**, {e.date} (commit {e.git_commit}), "
-                                              f"torch {e.torch}" if e else "")
-             + f"; {r.rounds} round(s) per point, slow and fast alternating, each run in its own process. Every "
-               "number below comes from that run.", "",
-             f"**Regime: {r.crossover}.**", "", f"![speedup and memory against {r.knob}](sweep_{r.recipe}.png)", "",
-             f"| {r.knob} | slow median ms | fast median ms | speedup (95% CI over processes) | verdict | slow peak MB "
-             "| fast peak MB | parity |", "|---:|---:|---:|---|---|---:|---:|---|"]
-    for p in r.points:
-        cell = lambda v: ("out of memory" if v.status == "oom" else f"{v.median_ms:.3f}") if v else "failed"  # noqa: E731
-        mem = lambda v: f"{v.memory.peak_mb:.0f}" if v and v.status == "ok" else ""  # noqa: E731
-        s = p.speedup
-        ci = "" if s is None else (f"{s.ratio:.2f}x" + (f" ({s.low:.2f}-{s.high:.2f})" if s.low is not None else ""))
-        lines.append(f"| {p.value} | {cell(p.slow)} | {cell(p.fast)} | {ci} | {s.verdict if s else ''} | "
-                     f"{mem(p.slow)} | {mem(p.fast)} | "
-                     f"{'' if p.parity_ok is None else 'ok' if p.parity_ok else 'FAILED'} |")
-    for p in r.points:
-        lines += [f"- {r.knob} {p.value}: {f}" for f in p.failed]
-        if p.parity_failure:
-            lines.append(f"- {r.knob} {p.value}: parity FAILED: {p.parity_failure}")
-    if e and e.device_type != "cuda":
-        lines += ["", "This is a CPU run: it checks that the sweep works; it is not a GPU result."]
-    lines.append("")
-    md, png = Path(reports_dir) / f"sweep_{r.recipe}.md", Path(reports_dir) / f"sweep_{r.recipe}.png"
-    written = [md]
-    if any(p.speedup for p in r.points):
-        atomic_write_bytes(png, _plot(r))
-        written.append(png)
-    atomic_write_text(md, "\n".join(lines))
-    return written
 
 
 def failures(r: SweepResult) -> list[str]:

@@ -120,7 +120,7 @@ def _download(root: Path) -> Path:
     return root
 
 
-def locate(data_arg: str | None) -> tuple[Path, bool, dict]:
+def locate(data_arg: str | None) -> tuple[Path, bool, datasource.DataSource]:
     """(torchvision root, whether checksums apply, source record)."""
     synthetic_root = env.data_dir() / "cifar10-synthetic"
     if data_arg == "synthetic":
@@ -154,7 +154,7 @@ def train_dataset(data_arg: str | None, transform=None):
         ds = _dataset_class(verify)(root=str(root), train=True, download=False, transform=transform)
     except (RuntimeError, pickle.UnpicklingError, EOFError, KeyError, ValueError) as e:
         raise CookbookError(f"CIFAR-10 at {root} could not be read ({type(e).__name__}: {e})") from None
-    src.update(images=len(ds), classes=len(ds.classes))
+    src.images, src.classes = len(ds), len(ds.classes)
     return ds, src
 
 

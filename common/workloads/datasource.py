@@ -4,6 +4,8 @@ import threading
 import urllib.error
 import urllib.request
 
+from common.analysis.results import DataSource
+
 
 def offline() -> bool:
     """COOKBOOK_OFFLINE=1 skips the network sources (they fail fast offline anyway)."""
@@ -42,6 +44,6 @@ def call_with_timeout(fn, seconds: float):
     return box["value"]
 
 
-def source(kind: str, location: str | None, note: str = "") -> dict:
+def source(kind: str, location: str | None, note: str = "") -> DataSource:
     """kind is 'real', 'local' or 'synthetic'; synthetic data is never presented as real."""
-    return {"kind": kind, "location": location, "note": note, "synthetic": kind == "synthetic"}
+    return DataSource(kind=kind, location=location, note=note, synthetic=kind == "synthetic")

@@ -92,7 +92,7 @@ def _kaggle_csv() -> Path:
     return Path(folder) / CSV_NAME
 
 
-def locate(data_arg: str | None) -> tuple[Path, dict]:
+def locate(data_arg: str | None) -> tuple[Path, datasource.DataSource]:
     """The CSV to read and a record of its source."""
     if data_arg == "synthetic":
         return _synthetic_csv(), datasource.source("synthetic", None, "synthetic Telco-schema CSV (not real data)")
@@ -166,6 +166,6 @@ def load(data_arg: str | None, seed: int = 42):
     X, y, features = encode(read_csv(path))
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, random_state=seed)
     scaler = StandardScaler().fit(X_train)
-    src.update(rows=len(X), features=len(features), churn_rate=round(float(y.mean()), 4))
+    src.rows, src.features, src.churn_rate = len(X), len(features), round(float(y.mean()), 4)
     return (scaler.transform(X_train).astype(np.float32), scaler.transform(X_test).astype(np.float32),
             y_train, y_test, src)
