@@ -8,12 +8,23 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+# the files whose tests run the most child processes go first, so that the workers finish together
+SLOW_FIRST = ("test_parity.py", "test_recipes.py", "test_sweep.py", "test_ladder.py", "test_reliability.py",
+              "test_gpucheck.py", "test_diagnose.py")
+
+
 def pytest_itemcollected(item):
-    """For `pytest -n auto --dist loadgroup`: the tests that share a fixture share a worker, so that it
-    is built once: a recipe's smoke run for the tests marked recipe(name), a module's fixtures otherwise.
-    Marked as each item is collected: pytest-xdist reads the groups in its collection_modifyitems."""
+    """For `pytest -n auto --dist loadgroup`: the tests that share a recipe's smoke run (marked recipe(name))
+    share a worker, so that it runs once; a module whose tests share a module fixture marks itself with
+    xdist_group; every other test goes to whichever worker is free. Marked as each item is collected:
+    pytest-xdist reads the groups in its collection_modifyitems."""
     marker = item.get_closest_marker("recipe")
-    item.add_marker(pytest.mark.xdist_group(f"recipe-{marker.args[0]}" if marker else item.module.__name__))
+    if marker:
+        item.add_marker(pytest.mark.xdist_group(f"recipe-{marker.args[0]}"))
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda i: SLOW_FIRST.index(i.path.name) if i.path.name in SLOW_FIRST else len(SLOW_FIRST))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -21,6 +32,8 @@ def isolated_data(tmp_path_factory):
     """Synthetic data in a temporary cache, no network: every subprocess inherits this."""
     os.environ["COOKBOOK_DATA_DIR"] = str(tmp_path_factory.mktemp("data"))
     os.environ["COOKBOOK_OFFLINE"] = "1"
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker per core: each child's torch on one thread, no contention
+        os.environ["OMP_NUM_THREADS"] = "1"
     yield
 
 

@@ -5,6 +5,8 @@ from common.runners import diagnose
 
 from conftest import REPO, run_module
 
+pytestmark = pytest.mark.xdist_group("diagnose")  # one worker builds the module fixture once
+
 PLANTED = REPO / "tests" / "planted"
 
 

@@ -13,6 +13,8 @@ from ladder import techniques
 
 from conftest import REPO, run_module
 
+pytestmark = pytest.mark.xdist_group("ladder")  # one worker builds the module fixture once
+
 CLIMBED = "churn"
 # the test of tests/test_recipes.py whose smoke run asserts each metric a ResNet-18 rung declares
 WHERE = {"worker_cpu_ms_per_step": "test_loader_work_moves_out_of_the_training_process",

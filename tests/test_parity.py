@@ -19,6 +19,8 @@ from common.analysis.results import RunResult, read_result
 
 from conftest import REPO
 
+pytestmark = pytest.mark.xdist_group("parity")  # one worker builds the module fixture once
+
 BROKEN = {  # name -> (text in the AMP fast twin, its replacement)
     "stalled": ("scaler.step(optimizer)  #", "pass  # no optimizer step;"),
     "slowlearner": ("lr=1e-", "lr=0.1e-"),
