@@ -179,7 +179,7 @@ def test_the_hook_asks_with_the_run_s_memory_cap(tmp_path, monkeypatch):
         exc = RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED ... unable to find an engine")
         hooks.uncaught(RuntimeError, exc, None)
         assert written == ["trace"]
-        run.memory_cap_gb = 4.0  # as _cap_memory sets it on a GPU
+        run.memory_cap_gb = 4.0  # as memory.cap sets it on a GPU
         with pytest.raises(SystemExit) as ended:
             hooks.uncaught(RuntimeError, exc, None)
         assert ended.value.code == harness.EXIT_OOM and written[-1] is exc
