@@ -147,3 +147,23 @@ def script_parser(prog: str, description: str, workload: str, overrides: dict, p
                    help="DataLoader worker processes, for the scripts that use a loader (default: all cores but one)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes for CPU checks and tests")
     return p
+
+
+def add_doctor_flags(p: argparse.ArgumentParser) -> None:
+    """The doctor's measurement flags, read by its runner and passed on to its child as they are."""
+    p.add_argument("--step", choices=("optimizer", "forward", "batch"), default="optimizer",
+                   help="what ends a step: each optimizer.step() (default), each call of the top-level model "
+                        "(inference), or each batch drawn from a DataLoader (a hand-written update)")
+    p.add_argument("--warmup", type=positive_int, default=5, help="untimed steps first (default 5)")
+    p.add_argument("--steps", type=_int_at_least(3), default=50, help="timed steps at most (default 50)")
+    p.add_argument("--time", type=positive_float, default=15.0,
+                   help="seconds of timed steps at most, 3 steps at least (default 15)")
+    p.add_argument("--profile-steps", type=non_negative_int, default=3, help="profiled steps (default 3)")
+
+
+DOCTOR_FLAGS = ("step", "warmup", "steps", "time", "profile_steps")
+
+
+def doctor_flags(args) -> list[str]:
+    """The doctor flags as the child reads them."""
+    return [x for name in DOCTOR_FLAGS for x in (f"--{name.replace('_', '-')}", str(getattr(args, name)))]

@@ -5,6 +5,9 @@ import subprocess
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# set by the doctor's child (common.measure.observer): a harness script runs as a plain one, its
+# loop handing out batches without measuring, so that the doctor's measurement is the only one
+PLAIN_ENV = "COOKBOOK_PLAIN"
 
 
 def run_id() -> str:

@@ -678,3 +678,59 @@ class Diagnosis(Record):
     operations: DiagnosisOps
     findings: list[Finding]
     verdict: str
+
+
+# --- the doctor: a user's own script, measured from outside (make doctor) -------------------------
+@dataclass
+class LoaderSettings(Record):
+    """A DataLoader the script drew batches from, as it was built."""
+    batch_size: int | None
+    num_workers: int
+    pin_memory: bool
+    persistent_workers: bool
+    prefetch_factor: int | None = None
+
+
+@dataclass
+class OpsSeen(Record):
+    """What the profiled steps' ops say of the script's settings (measure.settings.read), per step."""
+    matmul_dtypes: dict[str, float] = field(default_factory=dict)  # dtype -> calls per step
+    conv_dtypes: dict[str, float] = field(default_factory=dict)
+    conv_layouts: dict[str, float] = field(default_factory=dict)  # "channels_last" / "NCHW" -> calls per step
+    optimizer: str | None = None  # "for-loop", "foreach" or "fused": the ops inside its step
+    zero_grad: str | None = None  # "set_to_none" or "zeroes": the ops inside Optimizer.zero_grad
+
+
+@dataclass
+class Observation(Record):
+    """What `python -m common.measure.observer` saw of a script: its steps, settings and measurements."""
+    script: str
+    argv: list[str]
+    step: str  # what ended a step: "optimizer", "forward" or "batch"
+    steps_seen: int
+    ended: str  # "stopped" (measured enough), "script ended", "script exited", "no step"
+    stage: str  # the stage the script was in when it ended
+    optimizers: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)  # the top-level modules called
+    model_calls: int = 0
+    batches: int = 0
+    loaders: list[LoaderSettings] = field(default_factory=list)
+    result: RunResult | None = None  # None: too few steps were measured
+    ops: OpsSeen | None = None
+
+
+@dataclass
+class Gain(Record):
+    """What the compute itself could gain: a setting seen, the recipe that changes it, and why."""
+    kind: str  # "16-bit", "TF32", "channels_last", "fused optimizer", "set_to_none", "compile", ...
+    says: str
+    recipes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DoctorVerdict(Record):
+    """The doctor's reading: the baselines' diagnosis of the measured run, then the gains the settings leave."""
+    headline: str
+    diagnosis: Diagnosis
+    gains: list[Gain] = field(default_factory=list)
+    blind: list[str] = field(default_factory=list)  # what this run could not see (a CPU: no kernels, ...)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from common import env
-from common.analysis import goals, metrics, stats
+from common.analysis import figures, goals, metrics, stats
 from common.analysis.aggregate import parity_failure
 from common.analysis.metrics import fmt
 from common.analysis.results import (
@@ -428,7 +428,8 @@ def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
                 lines.append(f"- {workload} {name}: `{env.shown_path(v.evidence.trace)}`")
     lines += ["", "- TensorBoard: `make tensorboard`, then open http://127.0.0.1:6006/#pytorch_profiler",
               "- Perfetto: open https://ui.perfetto.dev and drop a `.pt.trace.json` file on it",
-              f"- Nsight Systems (NVTX ranges per step and phase): `make nsys-{recipe}` where `nsys` is installed", ""]
+              f"- Nsight Systems (NVTX ranges per step and phase): `make nsys-{recipe}` where `nsys` is installed", "",
+              figures.comment(figures.recipe_facts(comparison)), ""]  # what other pages quote (the doctor)
     return "\n".join(lines)
 
 

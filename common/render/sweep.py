@@ -3,6 +3,7 @@ against the knob), from a SweepResult."""
 from pathlib import Path
 
 from common import env
+from common.analysis import figures
 from common.analysis.results import SweepResult, atomic_write_bytes, atomic_write_text
 from common.render import plots
 
@@ -76,7 +77,7 @@ def render(r: SweepResult, reports_dir: Path) -> list[Path]:
             lines.append(f"- {r.knob} {p.value}: parity FAILED: {p.parity_failure}")
     if e and e.device_type != "cuda":
         lines += ["", "This is a CPU run: it checks that the sweep works; it is not a GPU result."]
-    lines.append("")
+    lines += ["", figures.comment(figures.sweep_facts(r)), ""]  # what other pages quote (the doctor)
     md, png = Path(reports_dir) / f"sweep_{r.recipe}.md", Path(reports_dir) / f"sweep_{r.recipe}.png"
     written = [md]
     if any(p.speedup for p in r.points):

@@ -179,9 +179,11 @@ def _pin(cpus):
     return (lambda: os.sched_setaffinity(0, cpus)) if cpus and hasattr(os, "sched_setaffinity") else None
 
 
-def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, rerun="make recipe-<name>") -> Outcome:
+def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, rerun="make recipe-<name>",
+          read=RunResult, cwd=None) -> Outcome:
     """Run `python <target> --out OUT <flags>` in its own process (target: ["-m", "module"] or a path),
-    pinned to `cpus`, its output in OUT.log; echo(line) sees each line as it comes when given."""
+    pinned to `cpus`, its output in OUT.log; echo(line) sees each line as it comes when given.
+    read: the record OUT holds (None: the caller reads it); cwd: the child's folder (the repo's root)."""
     out = Path(out)
     log = out.with_suffix(".log")
     cmd = [sys.executable, *target, "--out", str(out), *flags]
@@ -190,11 +192,11 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
     t0 = time.perf_counter()
     with open(log, "w") as f:
         if echo is None:
-            proc = subprocess.run(cmd, cwd=env.REPO_ROOT, stdout=f, stderr=subprocess.STDOUT, env=child_env,
+            proc = subprocess.run(cmd, cwd=cwd or env.REPO_ROOT, stdout=f, stderr=subprocess.STDOUT, env=child_env,
                                   preexec_fn=_pin(cpus))
         else:
-            proc = subprocess.Popen(cmd, cwd=env.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    env=child_env, preexec_fn=_pin(cpus))
+            proc = subprocess.Popen(cmd, cwd=cwd or env.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, env=child_env, preexec_fn=_pin(cpus))
             try:
                 for line in proc.stdout:  # progress as it happens, and a copy in the log
                     f.write(line)
@@ -205,8 +207,10 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
                 proc.stdout.close()
                 proc.wait()
     seconds = time.perf_counter() - t0
-    if proc.returncode in (0, EXIT_OOM) and out.exists():
-        result = read_result(out, RunResult, rerun)
+    if proc.returncode == 0 and out.exists() and read is None:
+        return Outcome("ok", None, seconds, log, 0, [])
+    if proc.returncode in (0, EXIT_OOM) and out.exists() and read is not None:
+        result = read_result(out, read, rerun)
         return Outcome(result.status, result, seconds, log, proc.returncode, [])
     tail = log.read_text(errors="replace").strip().splitlines()[-LOG_TAIL:]
     return Outcome("failed", None, seconds, log, proc.returncode, tail)

@@ -1,0 +1,110 @@
+"""The doctor's reading of a user's script: the baselines' diagnosis (analysis.diagnosis, the same
+cost model) of what the observer measured, then what the compute itself could gain from the
+settings the profiled steps show (16-bit, TF32, channels_last, a fused optimizer, set_to_none,
+compile or CUDA graphs for a host-bound step, DataLoader workers)."""
+from common.analysis.diagnosis import analyse
+from common.analysis.results import Component, DoctorVerdict, Finding, Gain, Observation
+
+REST_MIN = 0.2  # a step share outside the phases the doctor sees that is worth its own finding
+FLOAT32_MIN = 0.5  # share of matmul and convolution calls in float32 above which 16-bit is a gain
+HOST_BOUND = 0.3  # launch overhead share from which compile or CUDA graphs is a gain
+DATA_MIN = 0.1  # data loading share from which the DataLoader's settings are a gain
+
+
+def _share(table: dict, keys) -> tuple[float, float]:
+    total = sum(table.values())
+    return sum(v for k, v in table.items() if k in keys), total
+
+
+def rest_finding(obs: Observation) -> Finding | None:
+    """The step's time outside data, forward, backward and optimizer: the script's own code."""
+    t = obs.result.timing
+    step = t.summary.mean_ms
+    inside = sum(s.mean_ms for s in (t.phase_ms or {}).values())
+    share = max(0.0, 1.0 - inside / step) if step else 0.0
+    if share < REST_MIN:
+        return None
+    return Finding("outside the phases", share, f"{share:.0%} of the step ({step - inside:.2f} of {step:.2f} ms) "
+                   "runs outside the DataLoader, the model's calls, backward and the optimizer step: the script's "
+                   "own code between them (batches built by hand, host-to-device copies, logging, metrics)")
+
+
+def gains_of(obs: Observation, costs: dict[str, float]) -> list[Gain]:
+    r, ops = obs.result, obs.ops
+    cuda = r.device == "cuda"
+    on = "" if cuda else " (a GPU gain: on this CPU run it is a setting seen, not a cost measured)"
+    out = []
+    if ops:
+        calls = {**{f"matmul {k}": v for k, v in ops.matmul_dtypes.items()},
+                 **{f"conv {k}": v for k, v in ops.conv_dtypes.items()}}
+        f32, total = _share(calls, ("matmul float32", "conv float32"))
+        if total and f32 / total >= FLOAT32_MIN:
+            out.append(Gain("16-bit", f"{f32:.0f} of {total:.0f} matmuls and convolutions per step run in float32: "
+                            "autocast to bfloat16 (float16 with a GradScaler) halves their bytes and runs them on "
+                            "the tensor cores" + on, ["amp"]))
+        if cuda and ops.matmul_dtypes.get("float32") and not r.env.tf32_matmul \
+                and r.env.float32_matmul_precision == "highest":
+            out.append(Gain("TF32", f"{ops.matmul_dtypes['float32']:.0f} float32 matmuls per step at full precision "
+                            "(float32_matmul_precision 'highest'): TF32 runs them on the tensor cores",
+                            ["precision"]))
+        nchw, convs = _share(ops.conv_layouts, ("NCHW",))
+        if convs and nchw / convs >= 0.5:
+            out.append(Gain("channels_last", f"{nchw:.0f} of {convs:.0f} convolutions per step take NCHW inputs: "
+                            "channels_last (NHWC) is the layout cuDNN's tensor-core kernels want" + on,
+                            ["channels_last"]))
+        if ops.optimizer == "for-loop":
+            out.append(Gain("fused optimizer", f"the optimizer ({', '.join(obs.optimizers) or '?'}) updates each "
+                            "parameter in its own ops (no _foreach_ or _fused_ op in its step): foreach, or "
+                            "fused=True on CUDA, updates them all in a few kernels", ["fused_ops"]))
+        if ops.zero_grad == "zeroes":
+            out.append(Gain("set_to_none", "zero_grad writes zeros into every gradient (set_to_none=False): "
+                            "set_to_none=True frees them instead, one kernel per parameter less", ["set_to_none"]))
+    if cuda and costs.get("launch overhead", 0.0) >= HOST_BOUND and not (r.compile and r.compile.graphs):
+        out.append(Gain("compile / CUDA graphs", f"the step is host-bound (launch overhead "
+                        f"{costs['launch overhead']:.0%} of it): torch.compile(mode='reduce-overhead') or a "
+                        "captured CUDA graph replays it in one launch", ["cuda_graphs", "compile"]))
+    data = costs.get("data loading", 0.0)
+    for loader in obs.loaders:
+        if data >= DATA_MIN and (loader.num_workers == 0 or (cuda and not loader.pin_memory)):
+            missing = [what for what, off in (("workers", loader.num_workers == 0),
+                                              ("pinned memory", cuda and not loader.pin_memory),
+                                              ("persistent workers", not loader.persistent_workers)) if off]
+            out.append(Gain("DataLoader settings", f"data loading costs {data:.0%} of the step and the DataLoader "
+                            f"(batch {loader.batch_size}) runs without {', '.join(missing)}", ["dataloader"]))
+            break
+    return out
+
+
+def blind_spots(obs: Observation) -> list[str]:
+    """What this run could not see, said rather than left out."""
+    r = obs.result
+    out = []
+    if r.device != "cuda":
+        out.append("No GPU: kernels per step, the GPU's idle share, launch overhead, HolisticTraceAnalysis and NVML "
+                   "need CUDA. Host syncs are counted as .item() calls, which cost next to nothing on a CPU; the "
+                   "16-bit, TF32 and channels_last gains are GPU gains. Every time here is a CPU time.")
+    if not obs.loaders:
+        out.append("No DataLoader seen: batches the script builds itself count in the time outside the phases.")
+    if r.evidence is None:
+        out.append("No profiled steps: no op views, syncs, trace or settings read from ops.")
+    return out
+
+
+def read(obs: Observation) -> DoctorVerdict:
+    """The verdict: the diagnosis' findings ranked by measured cost (plus the time outside the phases
+    the doctor sees, where it is large), the headline the largest, then the gains."""
+    d = analyse(obs.result)
+    t = obs.result.timing
+    inside = sum(c.mean_ms for c in d.components)
+    if d.components and t.summary.mean_ms > inside:
+        rest_ms = t.summary.mean_ms - inside
+        d.components.append(Component(phase="rest of the step", mean_ms=rest_ms, share=rest_ms / t.summary.mean_ms))
+    rest = rest_finding(obs)
+    if rest is not None:
+        d.findings = sorted(d.findings + [rest], key=lambda f: f.cost, reverse=True)
+        d.bottleneck.costs = {f.kind: f.cost for f in d.findings}
+        d.verdict = d.findings[0].says
+    top = d.findings[0]
+    where = "" if obs.result.device == "cuda" else " (CPU run)"
+    return DoctorVerdict(headline=f"{top.says[0].upper() + top.says[1:]}{where}", diagnosis=d,
+                         gains=gains_of(obs, d.bottleneck.costs), blind=blind_spots(obs))

@@ -1,0 +1,438 @@
+"""The doctor's child: a user's training script run unmodified, measured from outside.
+
+    python -m common.measure.observer --out OBS.json [--step optimizer|forward|batch] [--warmup N]
+        [--steps N] [--time S] [--profile-steps N] [--trace-dir DIR] -- path/to/train.py its args
+
+The script runs as `python train.py` would run it (its own argv, its folder first on sys.path, the
+caller's working directory), with hooks that need no change to its code:
+- a step ends at each `optimizer.step()` (PyTorch's global optimizer step hooks, any optimizer), or
+  at each call of the top-level model (`--step forward`, inference), or at each batch drawn from a
+  DataLoader (`--step batch`, a hand-written update);
+- phases: `data` (inside a DataLoader iterator's `next`), `forward` (a top-level module's call),
+  `backward` (`torch.autograd.backward`, which `loss.backward()` calls), `optimizer` (its step);
+then the harness's stages, driven by those step ends instead of a loop: warm-up steps, timed steps
+(CUDA events or perf_counter, phase times, peak memory, NVML), profiled steps (the same profiler,
+trace reading and HTA as a recipe run), one FLOP-counted step. Then the script is stopped: the user
+does not wait for a whole training run. A harness script (baselines/) runs as a plain one
+(env.PLAIN_ENV), so its own measurement stays out of the way.
+"""
+import argparse
+import contextlib
+import math
+import os
+import runpy
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.utils.data import DataLoader
+from torch.utils.flop_counter import FlopCounterMode
+
+from common import env
+from common.analysis import stats
+from common.analysis.results import (
+    Config,
+    Evidence,
+    Observation,
+    PhaseEvidence,
+    RunResult,
+    Timing,
+    write_result,
+)
+from common.cli import OneLineParser, add_doctor_flags
+from common.measure import cpu_time, hta, memory, settings, stamp
+from common.measure.gpu_monitor import GpuMonitor
+from common.measure.nvtx import Ranges
+from common.measure.profiling import mark_rank, op_views, profiler, trace_evidence
+from common.measure.stages import PHASES, Phases, compile_stats, eager_compiled, shut_down
+from common.measure.timing import PhaseTimer, StepTimer, synchronize
+
+MIN_TIMED = 3  # fewer timed steps than this make no report
+NO_STEP_AFTER = 200  # model calls or batches with no optimizer.step(): the script needs --step
+
+
+class Measured(BaseException):
+    """Raised in the script once the doctor has measured enough: it ends the script (a BaseException,
+    so that the script's own `except Exception` does not swallow it)."""
+
+
+class Observer:
+    """The hooks and the stages they drive, one step end at a time."""
+
+    def __init__(self, args):
+        self.args = args
+        self.step_kind = args.step
+        self.ends = 0  # step ends seen
+        self.stage = "warm-up"
+        self.optimizers, self.loaders, self.top_modules = {}, {}, {}
+        self.first_optimizer = None
+        self.calls = self.batches = 0  # top-level model calls and batches drawn, whatever the step is
+        self.depth = 0
+        self.device = None
+        self.batch_size = None
+        self.phases = None  # Phases, from the timed steps on
+        self._open = {}  # phase -> its open context (entered in one hook, left in another)
+        self._warm = []  # perf_counter at each warm-up step end
+        self._began = None  # perf_counter at the first batch or model call: the first step's start
+        self._handles, self._patched = [], []
+        self.timed_n = 0
+        self.result = None
+        self.notices = []
+        self.prof = self.counter = None
+        self.watched = []  # the DataLoader iterators, to shut their workers down at the end
+
+    # --- installing -----------------------------------------------------------------------------
+    def install(self):
+        self._handles += [register_optimizer_step_pre_hook(self._optimizer_pre),
+                          register_optimizer_step_post_hook(self._optimizer_post),
+                          torch.nn.modules.module.register_module_forward_pre_hook(self._forward_pre),
+                          torch.nn.modules.module.register_module_forward_hook(self._forward_post)]
+        observer = self
+        real_iter, real_backward = DataLoader.__iter__, torch.autograd.backward
+
+        def watched_iter(loader):
+            return Watched(real_iter(loader), loader, observer)
+
+        def backward(*a, **k):
+            with observer.phase("backward"):
+                return real_backward(*a, **k)
+
+        DataLoader.__iter__, torch.autograd.backward = watched_iter, backward
+        self._patched = [(DataLoader, "__iter__", real_iter), (torch.autograd, "backward", real_backward)]
+
+    def uninstall(self):
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        for owner, name, real in self._patched:
+            setattr(owner, name, real)
+        self._patched = []
+
+    # --- phases ---------------------------------------------------------------------------------
+    def phase(self, name):
+        return self.phases.range(name) if self.phases is not None else contextlib.nullcontext()
+
+    def _enter(self, name):
+        if self.phases is not None and name not in self._open:
+            cm = self.phases.range(name)
+            cm.__enter__()
+            self._open[name] = cm
+
+    def _leave(self, name):
+        cm = self._open.pop(name, None)
+        if cm is not None:
+            cm.__exit__(None, None, None)
+
+    # --- the hooks ------------------------------------------------------------------------------
+    def _forward_pre(self, module, inputs):
+        if torch.compiler.is_compiling():  # inside a graph being traced: nothing of ours belongs there
+            return
+        if self.depth == 0:
+            self.calls += 1
+            self._began = self._began or time.perf_counter()
+            self.top_modules.setdefault(id(module), type(module).__name__)
+            if self.batch_size is None:  # a DataLoader's batch, drawn before, says it first
+                self.batch_size = settings.batch_size_of(inputs)
+            self._enter("forward")
+        self.depth += 1
+
+    def _forward_post(self, module, inputs, output):
+        if torch.compiler.is_compiling():
+            return
+        self.depth = max(0, self.depth - 1)
+        if self.depth == 0:
+            self._leave("forward")
+            if self.step_kind == "forward" and self.top_modules and id(module) == next(iter(self.top_modules)):
+                self.step_end()
+            self._check_step_named()
+
+    def _optimizer_pre(self, optimizer, args, kwargs):
+        self.optimizers.setdefault(id(optimizer), type(optimizer).__name__)
+        self._enter("optimizer")
+
+    def _optimizer_post(self, optimizer, args, kwargs):
+        self._leave("optimizer")
+        if self.first_optimizer is None:
+            self.first_optimizer = optimizer
+        if self.step_kind == "optimizer" and optimizer is self.first_optimizer:
+            self.step_end()
+
+    def on_batch(self, loader, batch, t0):
+        self.batches += 1
+        self._began = self._began or t0
+        self.loaders.setdefault(id(loader), settings.loader_settings(loader))
+        if self.batch_size is None:
+            self.batch_size = loader.batch_size or settings.batch_size_of(batch)
+        self._check_step_named()
+
+    def _check_step_named(self):
+        """A script that never calls optimizer.step() is told how to name its step, not left waiting."""
+        if self.step_kind == "optimizer" and self.ends == 0 and max(self.calls, self.batches) >= NO_STEP_AFTER:
+            self.stage = "no step"
+            raise Measured
+
+    # --- the stages, driven by step ends ----------------------------------------------------------
+    def step_end(self):
+        self.ends += 1
+        a = self.args
+        if self.stage == "warm-up":
+            if self.device is None:
+                self.device = self._device()
+            synchronize(self.device)  # note: this is a sync point, after each untimed warm-up step only
+            self._warm.append(time.perf_counter())
+            if len(self._warm) >= a.warmup:
+                self._start_timed()
+        elif self.stage == "timed steps":
+            i = self.ends - self.timed_from
+            self.timer.stop(i - 1)
+            if i < self.timed_n:
+                self._begin_timed_step(i)
+            else:
+                self._end_timed(self.timed_n)
+                self._start_profiled()
+        elif self.stage == "profiled steps":
+            self.prof.step()
+            mark_rank(self.prof)
+            if self.ends - self.profiled_from > a.profile_steps:
+                self._end_profiled()
+                self._start_counted()
+        elif self.stage == "flop count":
+            self._end_counted()
+            self.stage = "measured"
+            raise Measured
+
+    def _device(self) -> torch.device:
+        """Where the script computes: its optimizer's parameters, else its model's, else CUDA if it started it."""
+        for p in self._parameters():
+            return p.device if p.device.type in ("cuda", "cpu") else torch.device("cpu")
+        return torch.device("cuda" if torch.cuda.is_available() and torch.cuda.is_initialized() else "cpu")
+
+    def _parameters(self):
+        if self.first_optimizer is not None:
+            for group in self.first_optimizer.param_groups:
+                yield from group["params"]
+
+    def _start_timed(self):
+        a, d = self.args, self.device
+        began = self._began or self._warm[0]
+        steps = [b - a_ for a_, b in zip([began] + self._warm, self._warm)]
+        later = sorted(steps[1:])  # the first holds compilation and autotuning
+        per_step = later[len(later) // 2] if later else steps[0]
+        # as many steps as fit the time budget, between MIN_TIMED and --steps
+        self.timed_n = int(min(a.steps, max(MIN_TIMED, math.ceil(a.time / max(per_step, 1e-6)))))
+        self.warm_s, self.first_step_s = self._warm[-1] - began, steps[0]
+        self.phases = Phases(Ranges(d), PhaseTimer(d))
+        self.monitor = GpuMonitor(d)
+        if self.monitor.notice:
+            self.notices.append(self.monitor.notice)
+        print(f"doctor: warm-up done ({a.warmup} steps); timing {self.timed_n} steps", flush=True)
+        memory.reset_peak(d)
+        self.timer, self.data_host = StepTimer(d, self.timed_n), [0.0] * self.timed_n
+        self.cpu = cpu_time.Clock()
+        self.monitor.__enter__()
+        self.stage, self.timed_from, self.t0 = "timed steps", self.ends, time.perf_counter()
+        self._begin_timed_step(0)
+
+    def _begin_timed_step(self, i):
+        self.phases.step = i
+        self.timer.start(i)
+
+    def _end_timed(self, n):
+        self.phases.step = None
+        step_ms = self.timer.step_ms(n)  # the one sync of the timed stretch, after its last step
+        wall_s = time.perf_counter() - self.t0
+        self.monitor.__exit__(None, None, None)
+        cpu_ms, worker_ms = self.cpu.ms_per_step(n)
+        peak = memory.timed_peak(self.device, self.phases.timer)
+        phase_ms = {p: ms[:n] for p, ms in self.phases.timer.phase_ms().items()}
+        host = self.data_host[:n]
+        host_share = sum(host) / wall_s if wall_s else None
+        data_ms = phase_ms.get("data")
+        wait = (sum(data_ms) / sum(step_ms) if data_ms and sum(step_ms) else 0.0) if self.device.type == "cuda" \
+            else host_share
+        batch = self.batch_size or 1
+        timing = Timing(step_ms=step_ms, summary=stats.summarize(step_ms, batch), warmup_steps=self.args.warmup,
+                        warmup_s=self.warm_s, first_step_s=self.first_step_s, timed_wall_s=wall_s,
+                        cpu_ms_per_step=cpu_ms, worker_cpu_ms_per_step=worker_ms,
+                        host_data_ms_median=float(sorted(host)[len(host) // 2]) * 1000 if host else None,
+                        host_data_share=host_share, data_wait_share=wait,
+                        phase_ms={p: stats.summarize(ms, batch) for p, ms in phase_ms.items()},
+                        phase_peak_mb=self.phases.timer.peaks or None)
+        a = self.args
+        self.result = RunResult(
+            recipe="doctor", workload=Path(a.script).stem, pair=Path(a.script).stem, variant="doctor", status="ok",
+            device=self.device.type, smoke=False, env=stamp.take(self.device), data_source=None, notices=self.notices,
+            config=Config(batch_size=batch, steps=n, warmup=a.warmup, profile_steps=a.profile_steps, image_size=None,
+                          seed=0, data=None),
+            total_s=0.0, timing=timing, memory=peak, gpu_monitor=self.monitor.report())
+        self.result.warnings = self.result.gpu_monitor.warnings
+        if self.batch_size is None:
+            self.notices.append("batch size not seen (no tensor in a batch or a model call): samples/s are steps/s")
+
+    def _start_profiled(self):
+        a = self.args
+        if not a.profile_steps:
+            self._start_counted()
+            return
+        print(f"doctor: profiling {a.profile_steps} steps (+1 warm-up)", flush=True)
+        self._prof_cm = profiler(Path(a.trace_dir), Path(a.script).stem, self.device, a.profile_steps)
+        self.prof = self._prof_cm.__enter__()
+        self.phases.profiling = True
+        self.stage, self.profiled_from = "profiled steps", self.ends
+
+    def _end_profiled(self):
+        self.phases.profiling = False
+        for name in list(self._open):  # a phase still open (the optimizer's, in this very hook) closes first
+            self._leave(name)
+        self._prof_cm.__exit__(None, None, None)
+
+    def _start_counted(self):
+        self._count_cm = contextlib.ExitStack()
+        self._count_cm.enter_context(eager_compiled())
+        self.counter = self._count_cm.enter_context(FlopCounterMode(display=False))
+        self.stage = "flop count"
+
+    def _end_counted(self):
+        self._count_cm.close()
+        self.result.flops_per_step = self.counter.get_total_flops() or None
+
+    # --- after the script -------------------------------------------------------------------------
+    def finish(self, how: str) -> Observation:
+        """What was measured, whatever stage the script ended in."""
+        for it in self.watched:
+            shut_down(it.it)
+        if self.stage == "timed steps":
+            done = self.ends - self.timed_from
+            if done >= MIN_TIMED:
+                self._end_timed(done)
+                self.notices.append(f"the script ended after {done} of {self.timed_n} timed steps: no profiled steps")
+        elif self.stage == "profiled steps":
+            self._end_profiled()
+            self.notices.append("the script ended during the profiled steps")
+        elif self.stage == "flop count":
+            with contextlib.suppress(Exception):
+                self._count_cm.close()
+        if self.prof is not None and self.result is not None:
+            self.result.evidence = self._evidence()
+        obs = Observation(script=str(self.args.script), argv=self.args.script_args, step=self.step_kind,
+                          steps_seen=self.ends, ended=how, stage=self.stage, optimizers=list(self.optimizers.values()),
+                          models=list(self.top_modules.values()), model_calls=self.calls, batches=self.batches,
+                          loaders=list(self.loaders.values()), result=self.result)
+        if self.result is not None:
+            self.result.compile = compile_stats()
+            if self.result.evidence is not None:
+                obs.ops = settings.read(Path(self.result.evidence.trace))
+        return obs
+
+    def _evidence(self) -> Evidence | None:
+        trace = Path(self.prof.trace_path)
+        if not trace.exists():
+            return None
+        found = trace_evidence(trace, self.device, PHASES)
+        found["phases"] = {p: PhaseEvidence(**v) for p, v in found["phases"].items()}
+        steps = max(found["profiled_steps"], 1)
+        return Evidence(trace=str(trace), **found, views=op_views(self.prof, self.device, steps, set(PHASES)),
+                        hta=hta.read(trace, self.device))
+
+
+class Watched:
+    """A DataLoader's iterator, its `next` timed (the data phase) and counted."""
+
+    def __init__(self, it, loader, observer: Observer):
+        self.it, self.loader, self.observer = it, loader, observer
+        observer.watched.append(self)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        o = self.observer
+        if o.step_kind == "batch":
+            o.step_end()
+        timed = o.stage == "timed steps" and o.phases is not None and o.phases.step is not None
+        t0 = time.perf_counter()
+        with o.phase("data"):
+            batch = next(self.it)
+        if timed:
+            o.data_host[o.phases.step] += time.perf_counter() - t0
+        o.on_batch(self.loader, batch, t0)
+        return batch
+
+    def __len__(self):
+        return len(self.it)
+
+    def __getattr__(self, name):
+        return getattr(self.it, name)
+
+
+def user_traceback(exc: BaseException, script: Path) -> str:
+    """The script's own traceback, from its first frame: the doctor's frames are not the user's concern."""
+    tb = exc.__traceback__
+    while tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve() != script:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb if tb is not None else exc.__traceback__))
+
+
+def parse_args(argv):
+    p = OneLineParser(prog="python -m common.measure.observer", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--trace-dir", required=True)
+    add_doctor_flags(p)
+    own, sep, rest = argv, None, []
+    if "--" in argv:
+        i = argv.index("--")
+        own, sep, rest = argv[:i], "--", argv[i + 1:]
+    args = p.parse_args(own)
+    if not sep or not rest:
+        p.error("give the script after --: ... -- path/to/train.py its args")
+    args.script, args.script_args = str(Path(rest[0]).resolve()), rest[1:]
+    return args
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # a kill ends like Ctrl-C: nothing written
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    script = Path(args.script)
+    signal.signal(signal.SIGTERM, _terminate)
+    os.environ[env.PLAIN_ENV] = "1"  # a harness script steps aside (harness.Run.loop)
+    sys.argv = [str(script), *args.script_args]
+    sys.path.insert(0, str(script.parent))  # as `python train.py` puts its folder first
+    observer = Observer(args)
+    observer.install()
+    how = "script ended"
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except Measured:
+        how = "stopped" if observer.stage == "measured" else "no step"
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            observer.uninstall()
+            print(f"doctor: the script exited with status {e.code}; no report", file=sys.stderr)
+            return e.code if isinstance(e.code, int) else 1
+        how = "script exited"
+    except KeyboardInterrupt:
+        observer.uninstall()
+        print("doctor: interrupted: no report written", file=sys.stderr)
+        return 130
+    except BaseException as e:  # the script's own error: its traceback, as the user needs it
+        observer.uninstall()
+        sys.stderr.write(user_traceback(e, script))
+        print(f"doctor: the script raised {type(e).__name__} (traceback above); no report", file=sys.stderr)
+        return 1
+    finally:
+        observer.uninstall()
+    obs = observer.finish(how)
+    write_result(Path(args.out), obs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""A user script's settings, read from what it runs rather than from its code: the DataLoader it
+built, the batch it feeds, and from the profiled steps' trace (recorded with shapes) the dtype of
+its matmuls and convolutions, the memory layout of its convolutions' inputs, whether its optimizer
+runs per-parameter for-loops, foreach or fused kernels, and whether zero_grad writes zeros."""
+from pathlib import Path
+
+import torch
+
+from common.analysis.results import LoaderSettings, OpsSeen
+from common.measure.profiling import read_trace
+
+# the ops each matmul or convolution goes through once autocast has cast its inputs
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm")
+CONV_OPS = ("aten::convolution",)
+DTYPES = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16", "double": "float64"}
+
+
+def batch_size_of(batch) -> int | None:
+    """The first dimension of the first tensor in a batch (a tensor, a tuple, a list or a dict)."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() else None
+    items = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (tuple, list)) else ()
+    for item in items:
+        found = batch_size_of(item)
+        if found:
+            return found
+    return None
+
+
+def loader_settings(loader) -> LoaderSettings:
+    return LoaderSettings(batch_size=loader.batch_size, num_workers=loader.num_workers,
+                          pin_memory=bool(loader.pin_memory), persistent_workers=bool(loader.persistent_workers),
+                          prefetch_factor=loader.prefetch_factor if loader.num_workers else None)
+
+
+def _layout(strides, dims) -> str | None:
+    """NCHW or channels_last for a 4-D input; None for other ranks."""
+    if len(dims) != 4 or len(strides) != 4:
+        return None
+    channels_last = strides[1] == 1 and dims[1] > 1
+    return "channels_last" if channels_last else "NCHW"
+
+
+def _inside(e, ranges) -> bool:
+    return any(r["ts"] <= e["ts"] <= r["ts"] + r.get("dur", 0) for r in ranges)
+
+
+def read(trace_path: Path) -> OpsSeen:
+    """Per profiled step, from a trace recorded with record_shapes=True."""
+    events = [e for e in read_trace(trace_path)["traceEvents"] if e.get("ph") == "X"]
+    n = max(1, sum(1 for e in events if str(e.get("name", "")).startswith("ProfilerStep#")))
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    seen = OpsSeen()
+
+    def add(table, key):
+        table[key] = table.get(key, 0.0) + 1.0 / n
+
+    for e in ops:
+        args = e.get("args", {})
+        types = args.get("Input type") or []
+        dtype = DTYPES.get(types[0], str(types[0])) if types else "?"
+        if e["name"] in MATMUL_OPS:
+            first = 1 if e["name"] in ("aten::addmm", "aten::baddbmm") else 0  # addmm's first input is the bias
+            add(seen.matmul_dtypes, DTYPES.get(types[first], types[first]) if len(types) > first else "?")
+        elif e["name"] in CONV_OPS:
+            add(seen.conv_dtypes, dtype)
+            layout = _layout((args.get("Input Strides") or [[]])[0], (args.get("Input Dims") or [[]])[0])
+            if layout:
+                add(seen.conv_layouts, layout)
+    annotations = [e for e in events if e.get("cat") == "user_annotation"]
+    steps = [r for r in annotations if str(r.get("name", "")).startswith("Optimizer.step#")]
+    if steps:
+        inside = {e["name"] for e in ops if _inside(e, steps)}
+        seen.optimizer = ("fused" if any("_fused_" in name for name in inside)
+                          else "foreach" if any("_foreach_" in name for name in inside) else "for-loop")
+    zeroing = [r for r in annotations if str(r.get("name", "")).startswith("Optimizer.zero_grad#")]
+    if zeroing:
+        writes = any(("zero_" in e["name"] or "fill_" in e["name"]) for e in ops if _inside(e, zeroing))
+        seen.zero_grad = "zeroes" if writes else "set_to_none"
+    return seen
