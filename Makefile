@@ -19,7 +19,7 @@ PORT ?= 6006
 TIMED = start=$$(date +%s); trap 'rc=$$?; t=$$(( $$(date +%s) - start )); echo "make $@: $$((t / 60)) min $$((t % 60)) s"; exit $$rc' EXIT;
 RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
 
-.PHONY: help setup lock gpu-check refresh recipes index baselines ladder all test tensorboard clean
+.PHONY: help setup lock doctor gpu-check refresh recipes index baselines ladder all test tensorboard clean
 
 help: ## list the targets
 	@echo "Quick start: make recipe-amp (the main job), make test (the CPU test suite)."
@@ -52,6 +52,11 @@ recipes: $(SETUP) ## run every recipe (a failure does not stop the others) -> re
 
 sweep-%: $(SETUP) ## the regime map: a recipe's pair across batch size (or workers) -> reports/sweep_<recipe>.md
 	@$(TIMED) $(PY) -m common.runners.sweep $* $(ARGS)
+
+SCRIPT ?=
+FLAGS ?=
+doctor: $(SETUP) ## diagnose your own script: make doctor SCRIPT=path/to/train.py ARGS='its args' (FLAGS='--step forward')
+	@$(TIMED) $(PY) -m common.runners.doctor $(SCRIPT) $(FLAGS) -- $(ARGS)
 
 diagnose-%: $(SETUP) ## the four-phase diagnosis of a baseline -> reports/baseline_<workload>.md (churn, resnet18)
 	@$(TIMED) $(PY) -m common.runners.diagnose $* $(ARGS)

@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from common import catalog
+from common.analysis import figures
 from common.analysis.results import SCHEMA_VERSION
 from recipes.grad_accumulation import ACCUMULATE
 
@@ -32,6 +33,10 @@ def test_every_recipe_runs_end_to_end_and_keeps_parity(recipe, smoke_run):
     md = (reports / f"{recipe}.md").read_text()
     assert "not a GPU result" in md and all(f"## {pair}" in md for pair in comparison["workloads"])
     assert "parity FAILED" not in proc.stdout + proc.stderr
+    facts = figures.facts_of(md)  # the line the doctor quotes the recipe from
+    assert facts["recipe"] == recipe and facts["device_type"] == "cpu" and facts["smoke"]
+    assert {p: f["ratio"] for p, f in facts["pairs"].items()} == {
+        p: e["speedup"]["ratio"] for p, e in comparison["workloads"].items()}
 
 
 

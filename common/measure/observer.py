@@ -25,6 +25,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 import torch
@@ -84,6 +85,7 @@ class Observer:
         self.notices = []
         self.prof = self.counter = None
         self.watched = []  # the DataLoader iterators, to shut their workers down at the end
+        self.t_start = time.perf_counter()
 
     # --- installing -----------------------------------------------------------------------------
     def install(self):
@@ -275,6 +277,8 @@ class Observer:
 
     def _start_profiled(self):
         a = self.args
+        # its schedule runs one cycle, so "events cleared at the end of each cycle" says nothing here
+        warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
         if not a.profile_steps:
             self._start_counted()
             return
@@ -323,7 +327,7 @@ class Observer:
                           models=list(self.top_modules.values()), model_calls=self.calls, batches=self.batches,
                           loaders=list(self.loaders.values()), result=self.result)
         if self.result is not None:
-            self.result.compile = compile_stats()
+            self.result.compile, self.result.total_s = compile_stats(), time.perf_counter() - self.t_start
             if self.result.evidence is not None:
                 obs.ops = settings.read(Path(self.result.evidence.trace))
         return obs

@@ -14,6 +14,9 @@ from common.render.diagnosis import phase_sections
 STEP_WORDS = {"optimizer": "each `optimizer.step()`", "forward": "each call of the top-level model",
               "batch": "each batch drawn from a DataLoader"}
 
+ENDED = {"stopped": "the doctor stopped the script", "script ended": "the script ended by itself",
+         "script exited": "the script exited (status 0)"}
+
 
 def report_name(script: Path) -> str:
     """doctor_<stem>_<6 hex of the script's full path>: two main.py in two folders get two reports."""
@@ -76,7 +79,7 @@ def render_markdown(obs: Observation, v: DoctorVerdict, figures: dict[str, Figur
              f"{t.warmup_steps} warm-up steps, {t.summary.n} timed, "
              f"{r.evidence.profiled_steps if r.evidence else 0} profiled"
              + (", 1 FLOP-counted" if r.flops_per_step else "") + "; then "
-             + ("the doctor stopped the script." if obs.ended == "stopped" else f"the script ended ({obs.ended})."),
+             + ENDED.get(obs.ended, obs.ended) + ".",
              "Every number below comes from that run.", ""]
     lines += [f"- Note: {n}" for n in r.notices]
     lines += [f"- Blind spot: {b}" for b in v.blind]

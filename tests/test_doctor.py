@@ -1,0 +1,149 @@
+"""`make doctor` on plain PyTorch scripts that know nothing of the harness (tests/plain/), on the CPU:
+the headline names what the script's step really spends, the report links the recipes, and the
+faults (a missing script, one that raises, one that ends early, one with no optimizer step, Ctrl-C)
+give one clear result and no half-written report."""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, run_module
+
+PLAIN = REPO / "tests" / "plain"
+QUICK = ("--warmup", "2", "--steps", "8", "--time", "2", "--profile-steps", "2")
+
+
+def doctor(tmp_path, script, *flags, script_args=(), ok=True):
+    proc = run_module("common.runners.doctor", str(script), "--reports-dir", str(tmp_path), *flags,
+                      *(["--", *script_args] if script_args else []))
+    if ok:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def headline(proc) -> str:
+    return next(line for line in proc.stdout.splitlines() if line.startswith("Headline: "))
+
+
+def report(tmp_path) -> str:
+    (md,) = tmp_path.glob("doctor_*.md")
+    return md.read_text()
+
+
+def test_a_loader_bound_script_headlines_its_data_loading(tmp_path):
+    proc = doctor(tmp_path, PLAIN / "loader_bound.py", *QUICK)
+    assert headline(proc).startswith("Headline: Data loading costs ")
+    assert headline(proc).endswith("(CPU run)")
+    md = report(tmp_path)
+    assert md.splitlines()[2] == headline(proc)  # the report starts with the same line
+    share = int(md.split("**data loading, ")[1].split("%")[0])
+    assert share >= 50  # 32 ms of sleep per batch against well under 1 ms of compute
+    assert "[`dataloader`](../recipes/dataloader/README.md): measured " in md  # with a measured figure
+    assert "| DataLoader 1 | batch 16, 0 workers, pin_memory=False, persistent_workers=False |" in md
+    assert "- **DataLoader settings**: data loading costs" in md
+    assert "Blind spot: No GPU" in md
+    for section in ("## Phase 1: baseline", "## Phase 2: bottleneck type", "## Phase 3: component",
+                    "## Phase 4: operations", "## Memory and traces"):
+        assert section in md
+    (trace,) = (tmp_path / "traces" / "doctor").rglob("*.pt.trace.json")
+    assert str(trace) in md
+
+
+def test_a_compute_bound_script_headlines_its_compute_and_the_settings_it_leaves(tmp_path):
+    proc = doctor(tmp_path, PLAIN / "compute_bound.py", *QUICK)
+    assert headline(proc).startswith("Headline: Compute on the CPU costs ")
+    md = report(tmp_path)
+    assert "| matmuls per step, by dtype | float32 " in md
+    assert "| optimizer implementation (its ops) | for-loop |" in md  # AdamW on a CPU defaults to for-loop
+    assert "| zero_grad | set_to_none |" in md
+    assert "- **16-bit**: " in md and "- **fused optimizer**: " in md
+    assert "| DataLoader | none seen |" in md
+
+
+def test_an_item_per_step_is_found_and_costed_as_next_to_nothing_on_a_cpu(tmp_path):
+    proc = doctor(tmp_path, PLAIN / "item_per_step.py", *QUICK)
+    assert "host syncs" not in headline(proc)  # on a CPU a scalar read costs microseconds: honest, not headlined
+    md = report(tmp_path)
+    syncs = float(md.split("**host syncs, ")[1].split("%**: ")[1].split(" .item()")[0])
+    assert syncs == 1.0
+    assert "[`sync_removal`](../recipes/sync_removal/README.md)" in md
+
+
+def test_an_inference_script_is_told_how_to_name_its_step_then_measured_with_it(tmp_path):
+    proc = doctor(tmp_path, PLAIN / "inference.py", ok=False)
+    assert proc.returncode == 1
+    assert "never called optimizer.step()" in proc.stderr and "--step forward" in proc.stderr
+    assert not list(tmp_path.glob("doctor_*.md"))
+    proc = doctor(tmp_path, PLAIN / "inference.py", "--step", "forward", *QUICK)
+    md = report(tmp_path)
+    assert "| what a step is | each call of the top-level model (--step forward) |" in md
+    assert "Batch 32, 8 timed steps" in md  # the batch size read from the DataLoader
+
+
+def test_a_script_that_raises_shows_its_own_traceback_and_writes_no_report(tmp_path):
+    proc = doctor(tmp_path, PLAIN / "raises.py", ok=False)
+    assert proc.returncode == 1
+    out = proc.stdout
+    assert "Traceback (most recent call last):" in out
+    first = out.split("Traceback (most recent call last):")[1].splitlines()[1]
+    assert "raises.py" in first  # the user's frames first, not the doctor's
+    assert "RuntimeError: mat1 and mat2 shapes cannot be multiplied" in out
+    assert "no report written" in proc.stderr
+    assert not list(tmp_path.glob("doctor_*.md"))
+
+
+def test_a_script_that_ends_early_is_reported_from_the_steps_it_ran_or_said_too_short(tmp_path):
+    proc = doctor(tmp_path, PLAIN / "short.py", ok=False)  # 6 steps: 5 warm-up, 1 timed
+    assert proc.returncode == 1
+    assert "ended after 6 steps, in the timed steps: too few to time" in proc.stderr
+    assert not list(tmp_path.glob("doctor_*.md"))
+    proc = doctor(tmp_path, PLAIN / "short.py", "--warmup", "1", script_args=("--steps", "7"))
+    md = report(tmp_path)
+    assert "the script ended after 6 of 50 timed steps: no profiled steps" in md
+    assert "Blind spot: No profiled steps" in md
+    assert "then the script ended by itself." in md
+
+
+def test_bad_input_is_one_line(tmp_path):
+    proc = doctor(tmp_path, tmp_path / "missing.py", ok=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "missing.py: no such file" in proc.stderr
+    proc = run_module("common.runners.doctor", "--reports-dir", str(tmp_path))
+    assert proc.returncode == 2 and "give the script: make doctor SCRIPT=" in proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_ctrl_c_stops_the_script_and_writes_no_report(tmp_path):
+    cmd = [sys.executable, "-m", "common.runners.doctor", str(PLAIN / "loader_bound.py"), "--reports-dir",
+           str(tmp_path), "--steps", "2000", "--time", "600"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    for line in proc.stdout:  # wait for the timed steps to begin
+        if "timing" in line:
+            break
+    os.killpg(proc.pid, signal.SIGINT)  # what the terminal sends to the whole group on Ctrl-C
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=60) == 130, rest
+    assert "interrupted: no report written" in rest
+    assert not list(tmp_path.glob("doctor_*.md"))
+    assert not list(tmp_path.rglob("observation.json"))
+
+
+@pytest.mark.parametrize("script", ["churn_mlp", "resnet18_cifar10"])
+def test_a_baseline_run_as_a_plain_script_gets_the_headline_of_make_diagnose(tmp_path, script):
+    workload = script.split("_")[0]
+    args = ("--smoke", "--device", "cpu", "--data", "synthetic")
+    proc = doctor(tmp_path / "doctor", REPO / "baselines" / f"{script}.py", "--warmup", "2", "--steps", "6",
+                  "--profile-steps", "2", script_args=args)
+    assert "the loop ended" not in proc.stdout  # the doctor stopped it after its own steps
+    diagnosed = run_module("common.runners.diagnose", workload, *args, "--reports-dir", str(tmp_path / "diagnose"))
+    assert diagnosed.returncode == 0, diagnosed.stderr
+    verdict = json.loads(next((tmp_path / "diagnose" / "results").rglob("analysis.json")).read_text())
+    ours = json.loads(next((tmp_path / "doctor" / "results").rglob("verdict.json")).read_text())
+    assert ours["diagnosis"]["findings"][0]["kind"] == verdict["findings"][0]["kind"]
+    md = report(tmp_path / "doctor")
+    assert "| setting | seen |" in md and "syncs" in md
+    assert ours["diagnosis"]["bottleneck"]["syncs_per_step"] == verdict["bottleneck"]["syncs_per_step"]
