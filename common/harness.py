@@ -45,6 +45,8 @@ from common.measure.stages import MAX_STEPS, PHASES
 from common.measure.terminal import summary
 from common.measure.timing import PhaseTimer, synchronize
 
+PLAIN_STEPS = 10_000  # batches a plain run hands out at most (env.PLAIN_ENV)
+
 # what scripts, common/ and the tests reach through `harness.`
 __all__ = ["start", "Run", "resolve_config", "summary", "is_oom", "EXIT_OOM", "PHASES", "MAX_STEPS"]
 
@@ -214,11 +216,11 @@ class Run:
         stages.shut_down(source)
 
     def _plain(self, batches):
-        """Under the doctor: as many batches as the stages would take, unmeasured; then the script
-        ends (its code after the loop reads this run's measurements, which a plain run has none of)."""
-        cfg = self.config
+        """Under the doctor: batches unmeasured, as many as a training run would draw (the doctor stops
+        the script once it has measured); then the script ends, since its code after the loop reads
+        this run's measurements, which a plain run has none of."""
         source = iter(batches)
-        yield from itertools.islice(source, cfg.warmup + cfg.steps + cfg.profile_steps + 2 + (cfg.probe_steps or 0))
+        yield from itertools.islice(source, PLAIN_STEPS)
         stages.shut_down(source)
         print(f"{self.prog}: the loop ended (plain run under the doctor)", flush=True)
         raise SystemExit(0)

@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # the files whose tests run the most child processes go first, so that the workers finish together
 SLOW_FIRST = ("test_parity.py", "test_recipes.py", "test_sweep.py", "test_ladder.py", "test_reliability.py",
-              "test_gpucheck.py", "test_diagnose.py")
+              "test_gpucheck.py", "test_diagnose.py", "test_doctor.py")
 
 
 def pytest_itemcollected(item):

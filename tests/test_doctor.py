@@ -4,6 +4,7 @@ faults (a missing script, one that raises, one that ends early, one with no opti
 give one clear result and no half-written report."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -147,3 +148,12 @@ def test_a_baseline_run_as_a_plain_script_gets_the_headline_of_make_diagnose(tmp
     md = report(tmp_path / "doctor")
     assert "| setting | seen |" in md and "syncs" in md
     assert ours["diagnosis"]["bottleneck"]["syncs_per_step"] == verdict["bottleneck"]["syncs_per_step"]
+
+
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")),
+                    reason="torch.compile on a CPU needs a C++ compiler")
+def test_a_compiled_model_is_measured_without_a_recompilation(tmp_path):
+    doctor(tmp_path, PLAIN / "compiled.py", *QUICK)
+    obs = json.loads(next((tmp_path / "results").rglob("observation.json")).read_text())
+    assert obs["result"]["compile"]["graphs"] == 1 and obs["result"]["compile"]["recompiles"] == 0
+    assert "| torch.compile | 1 graphs, 0 breaks, 0 recompiles |" in report(tmp_path)

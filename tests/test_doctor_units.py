@@ -139,15 +139,16 @@ def test_recipe_figures_are_read_back_from_the_reports_facts_line_else_the_archi
     (tmp_path / "sweep_amp.md").write_text(figures.comment(sweep) + "\n")
     archive = tmp_path / figures.ARCHIVE
     archive.mkdir(parents=True)
-    for name in ("dataloader.md", "amp.md"):
+    for name in ("dataloader.md", "amp.md", "fused_ops.md"):
         (archive / name).write_text((REPO / "reports" / figures.ARCHIVE / name).read_text())
-    found = figures.read(tmp_path, ["amp", "dataloader", "compile"])
+    found = figures.read(tmp_path, ["amp", "dataloader", "compile", "fused_ops"])
     assert found["amp"].pairs["resnet18"]["ratio"] == 1.5 and not found["amp"].older_version  # not the archive
     assert found["amp"].regimes == {"resnet18": ("batch", "pays off from batch 128 up", "cpu")}
     old = found["dataloader"]
     assert old.older_version and old.pairs["resnet18"]["ratio"] == 4.83 and old.pairs["churn"]["ratio"] == 1.23
     assert "older version" in old.label()
     assert "compile" not in found
+    assert "fused_ops" not in found  # its archived pair changed three techniques at once: not this one's figure
 
 
 def test_every_recipe_and_sweep_report_ends_with_its_facts_line(tmp_path):

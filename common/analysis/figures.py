@@ -14,6 +14,10 @@ from pathlib import Path
 
 MARK = "cookbook-facts"
 ARCHIVE = "archive/h100-2026-11-22"
+# the archived pairs that measured something else than today's pair (reports/archive/.../ARCHIVE.md):
+# their figures are not quoted as the technique's
+ARCHIVE_OTHER_PAIR = {"amp": "ResNet-18 in NCHW", "compile": "fp32 with default-mode compilation",
+                      "checkpointing": "without the stem", "fused_ops": "three techniques at once"}
 _LINE = re.compile(r"<!-- " + MARK + r" (\{.*\}) -->")
 
 
@@ -66,7 +70,8 @@ class Figure:
     def label(self) -> str:
         """Where the figure comes from, as a finding quotes it: device, date, and what kind of run."""
         what = ("CPU run, not a GPU figure" if self.device_type == "cpu"
-                else "first H100 run, an older version of the pair" if self.older_version else "this version")
+                else "the first H100 run of an older version: pooled steps, no interval" if self.older_version
+                else "this version")
         return f"{self.device or '?'}, {self.date or '?'}; {what}" + ("; smoke sizes" if self.smoke else "")
 
     def says(self) -> str:
@@ -74,7 +79,8 @@ class Figure:
         parts = []
         for pair, p in self.pairs.items():
             ci = f"95% CI {p['low']:.2f}-{p['high']:.2f}, " if p.get("low") is not None else ""
-            parts.append(f"{p['ratio']:.2f}x on {pair} ({ci}{p.get('verdict') or 'as reported'})")
+            said = f" ({ci}{p['verdict']})" if p.get("verdict") else ""
+            parts.append(f"{p['ratio']:.2f}x on {pair}{said}")
         return ", ".join(parts)
 
 
@@ -118,7 +124,7 @@ def read(reports_dir: Path, recipes) -> dict[str, Figure]:
             found[recipe] = Figure(recipe=recipe, source=path.name, device=facts.get("device"),
                                    device_type=facts.get("device_type"), date=facts.get("date"),
                                    commit=facts.get("commit"), smoke=bool(facts.get("smoke")), pairs=facts["pairs"])
-        elif (reports_dir / ARCHIVE / f"{recipe}.md").is_file():
+        elif (reports_dir / ARCHIVE / f"{recipe}.md").is_file() and recipe not in ARCHIVE_OTHER_PAIR:
             archived = _archived(reports_dir / ARCHIVE / f"{recipe}.md", recipe)
             if archived:
                 found[recipe] = archived

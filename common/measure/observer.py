@@ -73,6 +73,7 @@ class Observer:
         self.first_optimizer = None
         self.calls = self.batches = 0  # top-level model calls and batches drawn, whatever the step is
         self.depth = 0
+        self.in_data = False  # inside a DataLoader iterator's next()
         self.device = None
         self.batch_size = None
         self.phases = None  # Phases, from the timed steps on
@@ -93,6 +94,11 @@ class Observer:
                           register_optimizer_step_post_hook(self._optimizer_post),
                           torch.nn.modules.module.register_module_forward_pre_hook(self._forward_pre),
                           torch.nn.modules.module.register_module_forward_hook(self._forward_post)]
+        # Global module hooks, for the whole run: a hook per module call costs about a microsecond of
+        # Python, but swapping them for hooks on the top-level modules after warm-up would change what
+        # torch.compile guards on and recompile the script's model inside the timed steps. They fire
+        # once more for a compiled module's wrapper, which the depth count absorbs.
+        warnings.filterwarnings("ignore", message="Using `torch.compile\\(module\\)` when there are global hooks")
         observer = self
         real_iter, real_backward = DataLoader.__iter__, torch.autograd.backward
 
@@ -131,7 +137,9 @@ class Observer:
 
     # --- the hooks ------------------------------------------------------------------------------
     def _forward_pre(self, module, inputs):
-        if torch.compiler.is_compiling():  # inside a graph being traced: nothing of ours belongs there
+        # inside a graph being traced nothing of ours belongs; inside next(batches), a module is the
+        # loader's (torchvision's transforms are modules), its time the data phase's
+        if torch.compiler.is_compiling() or self.in_data:
             return
         if self.depth == 0:
             self.calls += 1
@@ -143,7 +151,7 @@ class Observer:
         self.depth += 1
 
     def _forward_post(self, module, inputs, output):
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling() or self.in_data:
             return
         self.depth = max(0, self.depth - 1)
         if self.depth == 0:
@@ -277,8 +285,7 @@ class Observer:
 
     def _start_profiled(self):
         a = self.args
-        # its schedule runs one cycle, so "events cleared at the end of each cycle" says nothing here
-        warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+        warnings.filterwarnings("ignore", message="Warning: Profiler clears events")  # one cycle: nothing cleared
         if not a.profile_steps:
             self._start_counted()
             return
@@ -359,8 +366,12 @@ class Watched:
             o.step_end()
         timed = o.stage == "timed steps" and o.phases is not None and o.phases.step is not None
         t0 = time.perf_counter()
-        with o.phase("data"):
-            batch = next(self.it)
+        o.in_data = True
+        try:
+            with o.phase("data"):
+                batch = next(self.it)
+        finally:
+            o.in_data = False
         if timed:
             o.data_host[o.phases.step] += time.perf_counter() - t0
         o.on_batch(self.loader, batch, t0)
