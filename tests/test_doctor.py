@@ -157,3 +157,21 @@ def test_a_compiled_model_is_measured_without_a_recompilation(tmp_path):
     obs = json.loads(next((tmp_path / "results").rglob("observation.json")).read_text())
     assert obs["result"]["compile"]["graphs"] == 1 and obs["result"]["compile"]["recompiles"] == 0
     assert "| torch.compile | 1 graphs, 0 breaks, 0 recompiles |" in report(tmp_path)
+
+
+def test_on_a_gpu_the_resnet18_baseline_is_headlined_as_make_diagnose_does(tmp_path):
+    """The lab's program on its GPU presets (batch 32, 224 px, no loader workers), both ways."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA (make gpu-check runs it)")
+    doctor(tmp_path / "doctor", REPO / "baselines" / "resnet18_cifar10.py", "--warmup", "5", "--steps", "30",
+           "--time", "5")
+    diagnosed = run_module("common.runners.diagnose", "resnet18", "--reports-dir", str(tmp_path / "diagnose"),
+                           "--", "--steps", "30", "--warmup", "5")
+    assert diagnosed.returncode == 0, diagnosed.stderr
+    verdict = json.loads(next((tmp_path / "diagnose" / "results").rglob("analysis.json")).read_text())
+    ours = json.loads(next((tmp_path / "doctor" / "results").rglob("verdict.json")).read_text())
+    assert ours["diagnosis"]["findings"][0]["kind"] == verdict["findings"][0]["kind"], (ours["headline"],
+                                                                                     verdict["verdict"])
+    assert "(CPU run)" not in ours["headline"] and "GPU idle share" in report(tmp_path / "doctor")

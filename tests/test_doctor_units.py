@@ -105,6 +105,11 @@ def test_two_scripts_of_one_name_in_two_folders_get_two_reports(tmp_path):
     assert render.report_name(a) != render.report_name(b)
     assert render.report_name(a) == render.report_name(tmp_path / "a" / ".." / "a" / "main.py")
     assert render.report_name(a).startswith("doctor_main_")
+    # inside the repository, by its path there: the same name on every machine (the committed example)
+    import hashlib
+
+    key = hashlib.sha256(b"baselines/resnet18_cifar10.py").hexdigest()[:6]
+    assert render.report_name(REPO / "baselines" / "resnet18_cifar10.py") == f"doctor_resnet18_cifar10_{key}"
 
 
 def test_the_report_renders_a_gpu_observation_with_recipe_figures(tmp_path):

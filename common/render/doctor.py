@@ -10,6 +10,7 @@ from common.analysis.figures import Figure
 from common.analysis.metrics import fmt
 from common.analysis.results import DoctorVerdict, Observation, atomic_write_text
 from common.render.diagnosis import phase_sections
+from common.render.report import hta_lines
 
 STEP_WORDS = {"optimizer": "each `optimizer.step()`", "forward": "each call of the top-level model",
               "batch": "each batch drawn from a DataLoader"}
@@ -19,10 +20,12 @@ ENDED = {"stopped": "the doctor stopped the script", "script ended": "the script
 
 
 def report_name(script: Path) -> str:
-    """doctor_<stem>_<6 hex of the script's full path>: two main.py in two folders get two reports."""
+    """doctor_<stem>_<6 hex of the script's path>: two main.py in two folders get two reports. A
+    script inside this repository is named by its path in it, so its report has one name everywhere."""
     path = Path(script).resolve()
     stem = re.sub(r"[^A-Za-z0-9_-]+", "_", path.stem) or "script"
-    return f"doctor_{stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:6]}"
+    key = path.relative_to(env.REPO_ROOT).as_posix() if path.is_relative_to(env.REPO_ROOT) else str(path)
+    return f"doctor_{stem}_{hashlib.sha256(key.encode()).hexdigest()[:6]}"
 
 
 def recipe_line(recipe: str, figures: dict[str, Figure]) -> str:
@@ -99,6 +102,8 @@ def render_markdown(obs: Observation, v: DoctorVerdict, figures: dict[str, Figur
     lines += ["", "## Settings seen", "", "Read from what the script ran (its DataLoaders, its optimizers' hooks, "
               "and the ops of the profiled steps, recorded with their input dtypes and strides):", ""]
     lines += _settings_rows(obs)
+    lines += ["", "## A second opinion on the trace", ""]
+    lines += hta_lines([("profiled steps", r.evidence)], r.device != "cuda")
     lines += phase_sections(r, v.diagnosis)
     lines += [f"- First step (compilation, autotuning, lazy set-up): {fmt(t.first_step_s, '.2f')} s; "
               f"warm-up {t.warmup_s:.2f} s in all",

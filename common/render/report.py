@@ -16,6 +16,7 @@ from common.analysis.results import (
     Comparison,
     CompileStats,
     DataSource,
+    Evidence,
     MemoryBudget,
     VariantAggregate,
     WorkloadComparison,
@@ -251,15 +252,16 @@ def _process_lines(entry: WorkloadComparison, cpu: bool):
     return out
 
 
-def _hta_lines(slow: VariantAggregate, fast: VariantAggregate, cpu: bool):
-    """HTA's reading of the same traces beside ours; a disagreement of more than 5 points is flagged."""
+def hta_lines(traces: list[tuple[str, Evidence | None]], cpu: bool):
+    """HTA's reading of the same traces beside ours, one line per (name, evidence); a disagreement of
+    more than 5 points is flagged."""
     if cpu:
         return ["- Second opinion (HolisticTraceAnalysis): nothing to read: "
                 "HTA reads GPU traces and this is a CPU run."]
     out = []
-    for name, v in (("slow", slow), ("fast", fast)):
-        h = v.evidence.hta if v.evidence else None
-        ours = v.evidence.gpu_idle_share if v.evidence else None
+    for name, ev in traces:
+        h = ev.hta if ev else None
+        ours = ev.gpu_idle_share if ev else None
         if not (h and h.available):
             out.append(f"- HolisticTraceAnalysis ({name}): {(h.why if h else None) or 'no trace'}")
             continue
@@ -338,7 +340,7 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     if cpu:
         out.append("- On CPU the sync column counts `aten::_local_scalar_dense` (`.item()` and the like) outside "
                    "`optimizer.step()` and the data loader, whose tensors stay on the CPU in a GPU run too.")
-    out += _hta_lines(slow, fast, cpu)
+    out += hta_lines([("slow", slow.evidence), ("fast", fast.evidence)], cpu)
     notices = sorted(set(slow.notices) | set(fast.notices))
     out += [f"- Notice: {n}" for n in notices]
     out += [f"- **WARNING ({name})**: {w}" for name, v in (("slow", slow), ("fast", fast)) for w in v.warnings]

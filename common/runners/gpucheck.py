@@ -26,8 +26,10 @@ from common.errors import CookbookError, exit_with
 from common.runners import launch
 
 # the tests whose code paths differ on a GPU: CUDA-only tests, the GPU paths, the GPU trace readers
-GPU_TESTS = ("tests/test_cuda_graphs_recipe.py", "tests/test_gpu_paths.py", "tests/test_hta.py", "tests/test_env.py")
+GPU_TESTS = ("tests/test_cuda_graphs_recipe.py", "tests/test_gpu_paths.py", "tests/test_hta.py", "tests/test_env.py",
+             "tests/test_doctor.py::test_on_a_gpu_the_resnet18_baseline_is_headlined_as_make_diagnose_does")
 FEW_STEPS = ["--steps", "20", "--warmup", "3", "--min-time", "0"]  # small sizes on a GPU: seconds a run
+DOCTOR_FEW = ["--warmup", "3", "--steps", "10", "--time", "5", "--profile-steps", "2"]
 
 
 @dataclass
@@ -50,6 +52,10 @@ def targets(smoke: bool, out: Path) -> list[Target]:
     found.append(Target("ladder", ["-m", "common.runners.climb", *common, *tail]))
     found += [Target(f"diagnose-{w}", ["-m", "common.runners.diagnose", w, "--reports-dir", str(out), *size, *tail])
               for w in ("churn", "resnet18")]
+    # the doctor on both baselines as plain scripts: its CUDA events, NVML and HTA on a user's script
+    found += [Target(f"doctor-{w}", ["-m", "common.runners.doctor", f"baselines/{script}.py", "--reports-dir", str(out),
+                                     *DOCTOR_FEW, *(["--", *size] if size else [])])
+              for w, script in (("churn", "churn_mlp"), ("resnet18", "resnet18_cifar10"))]
     return found
 
 

@@ -26,11 +26,12 @@ from common.analysis.results import atomic_write_bytes, atomic_write_text
 from common.cli import OneLineParser, pick, positive_int
 from common.env import REPO_ROOT
 from common.errors import CookbookError, exit_with
+from common.render import doctor as doctor_report
 from common.runners import launch
 
 # seconds a target takes with its defaults on an H100 when this machine has not run it yet: a
 # recipe's 3-10 rounds per pair, a sweep's 5 points x 3 rounds, a ladder's rungs x 2 rounds
-DEFAULT_S = {"recipe": 240, "sweep": 300, "ladder": 420, "diagnose": 120}
+DEFAULT_S = {"recipe": 240, "sweep": 300, "ladder": 420, "diagnose": 120, "doctor": 90}
 REPORTS = REPO_ROOT / "reports"
 
 
@@ -51,6 +52,10 @@ def targets() -> list[Target]:
               for w in ("churn", "resnet18")]
     found += [Target(f"diagnose-{w}", "diagnose", f"baseline_{w}.md", ["-m", "common.runners.diagnose", w])
               for w in ("churn", "resnet18")]
+    # the README's example of the doctor: the lab's baseline as a plain script
+    script = "baselines/resnet18_cifar10.py"
+    found.append(Target("doctor-resnet18", "doctor", f"{doctor_report.report_name(REPO_ROOT / script)}.md",
+                        ["-m", "common.runners.doctor", script]))
     return found
 
 
