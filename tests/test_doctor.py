@@ -58,9 +58,11 @@ def test_a_compute_bound_script_headlines_its_compute_and_the_settings_it_leaves
     assert headline(proc).startswith("Headline: Compute on the CPU costs ")
     md = report(tmp_path)
     assert "| matmuls per step, by dtype | float32 " in md
-    assert "| optimizer implementation (its ops) | for-loop |" in md  # AdamW on a CPU defaults to for-loop
+    # AdamW on a CPU defaults to a for-loop, on CUDA to foreach: said, and not offered as a gain
+    assert "| optimizer implementation (its ops) | for-loop: torch's default on a CPU" in md
+    assert "| optimizers, as built | AdamW: foreach=None, fused=None |" in md
     assert "| zero_grad | set_to_none |" in md
-    assert "- **16-bit**: " in md and "- **fused optimizer**: " in md
+    assert "- **16-bit**: " in md and "- **fused optimizer**: " not in md
     assert "| DataLoader | none seen |" in md
 
 
@@ -175,3 +177,25 @@ def test_on_a_gpu_the_resnet18_baseline_is_headlined_as_make_diagnose_does(tmp_p
     assert ours["diagnosis"]["findings"][0]["kind"] == verdict["findings"][0]["kind"], (ours["headline"],
                                                                                      verdict["verdict"])
     assert "(CPU run)" not in ours["headline"] and "GPU idle share" in report(tmp_path / "doctor")
+
+
+def test_loader_workers_epoch_restarts_and_a_batch_step_are_measured_as_such(tmp_path):
+    doctor(tmp_path, PLAIN / "workers.py", "--step", "batch", *QUICK)
+    obs = json.loads(next((tmp_path / "results").rglob("observation.json")).read_text())
+    assert obs["models"] == ["Linear"]  # the transform runs in the workers, whose hooks stay out of it
+    assert obs["steps_seen"] == obs["batches"]  # one step per batch: an epoch's end is no step of its own
+    verdict = json.loads(next((tmp_path / "results").rglob("verdict.json")).read_text())
+    data = next(c for c in verdict["diagnosis"]["components"] if c["phase"] == "data")
+    assert data["share"] >= 0.5  # the workers' start at every epoch is data time, not the script's own
+    md = report(tmp_path)
+    assert "| DataLoader 1 | batch 16, 2 workers, pin_memory=False, persistent_workers=False, prefetch_factor=2 |" in md
+    assert "| zero_grad | set_to_none |" in md  # model.zero_grad() counts too
+
+
+def test_gradient_accumulation_counts_every_batch_of_a_step(tmp_path):
+    doctor(tmp_path, PLAIN / "accumulation.py", *QUICK)
+    md = report(tmp_path)
+    assert ("4.0 DataLoader batches per step (gradient accumulation?): a step's samples count all of them, "
+            "batch 32") in md
+    assert "Batch 32, " in md
+    assert "| zero_grad | zeroes |" in md and "- **set_to_none**: " in md

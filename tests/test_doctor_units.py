@@ -58,7 +58,7 @@ def test_the_batch_size_is_the_first_dimension_of_the_first_tensor():
     assert settings.batch_size_of(("text", 3)) is None
 
 
-def _observation(device="cpu", data=0.0, forward=0.5, idle_busy=None, ops=None, loaders=()):
+def _observation(device="cpu", data=0.0, forward=0.5, idle_busy=None, ops=None, loaders=(), flags=None):
     from common.analysis import stats
 
     r = run_result(median=10.0, device=device)
@@ -70,7 +70,8 @@ def _observation(device="cpu", data=0.0, forward=0.5, idle_busy=None, ops=None, 
                           idle_host_busy_ms_per_step=idle_busy, profiled_step_ms=10.0, sync_apis_per_step=None,
                           memcpy_per_step=None, phases={"forward": PhaseEvidence(1.0, 10, None, None)}, views=None)
     return Observation(script="/x/train.py", argv=[], step="optimizer", steps_seen=20, ended="stopped",
-                       stage="measured", optimizers=["Adam"], loaders=list(loaders), result=r, ops=ops)
+                       stage="measured", optimizers=["Adam"], loaders=list(loaders), result=r, ops=ops,
+                       optimizer_flags=flags or {"Adam": {"foreach": None, "fused": None}})
 
 
 def test_time_outside_the_phases_is_a_finding_when_it_is_large():
@@ -87,7 +88,10 @@ def test_the_gains_come_from_the_settings_seen_and_say_when_they_are_gpu_gains()
     loader = LoaderSettings(batch_size=32, num_workers=0, pin_memory=False, persistent_workers=False)
     cpu = doctor.read(_observation(data=0.5, forward=0.5, ops=ops, loaders=[loader]))
     kinds = [g.kind for g in cpu.gains]
-    assert kinds == ["16-bit", "channels_last", "fused optimizer", "set_to_none", "DataLoader settings"]
+    # a for-loop on a CPU is torch's default there, and the same code runs foreach on CUDA: no gain
+    assert kinds == ["16-bit", "channels_last", "set_to_none", "DataLoader settings"]
+    built = doctor.read(_observation(data=0.5, forward=0.5, ops=ops, flags={"Adam": {"foreach": False}}))
+    assert "fused optimizer" in [g.kind for g in built.gains]  # built for-loop: a GPU would run it so too
     assert "a GPU gain" in cpu.gains[0].says and "TF32" not in kinds  # TF32 needs CUDA to matter
     gpu = doctor.read(_observation(device="cuda", data=0.02, forward=0.9, idle_busy=5.0, ops=ops))
     kinds = [g.kind for g in gpu.gains]

@@ -29,6 +29,11 @@ def rest_finding(obs: Observation) -> Finding | None:
                    "own code between them (batches built by hand, host-to-device copies, logging, metrics)")
 
 
+def zero_grad_style(obs: Observation) -> str | None:
+    """From the script's zero_grad calls (optimizer's or model's), else from the profiled ops."""
+    return obs.zero_grad or (obs.ops.zero_grad if obs.ops else None)
+
+
 def gains_of(obs: Observation, costs: dict[str, float]) -> list[Gain]:
     r, ops = obs.result, obs.ops
     cuda = r.device == "cuda"
@@ -52,20 +57,26 @@ def gains_of(obs: Observation, costs: dict[str, float]) -> list[Gain]:
             out.append(Gain("channels_last", f"{nchw:.0f} of {convs:.0f} convolutions per step take NCHW inputs: "
                             "channels_last (NHWC) is the layout cuDNN's tensor-core kernels want" + on,
                             ["channels_last"]))
-        if ops.optimizer == "for-loop":
-            out.append(Gain("fused optimizer", f"the optimizer ({', '.join(obs.optimizers) or '?'}) updates each "
-                            "parameter in its own ops (no _foreach_ or _fused_ op in its step): foreach, or "
-                            "fused=True on CUDA, updates them all in a few kernels", ["fused_ops"]))
-        if ops.zero_grad == "zeroes":
-            out.append(Gain("set_to_none", "zero_grad writes zeros into every gradient (set_to_none=False): "
-                            "set_to_none=True frees them instead, one kernel per parameter less", ["set_to_none"]))
+        # on a CPU torch's default is the for-loop, while the same code runs foreach on CUDA: there
+        # only an optimizer built with foreach=False is one a GPU would run per parameter too
+        built_loop = [name for name, f in obs.optimizer_flags.items()
+                      if f.get("foreach") is False and not f.get("fused")]
+        if (cuda and ops.optimizer == "for-loop") or (not cuda and built_loop):
+            why = ("no _foreach_ or _fused_ op in its step" if cuda else "built with foreach=False")
+            out.append(Gain("fused optimizer", f"the optimizer ({', '.join(built_loop or obs.optimizers) or '?'}) "
+                            f"updates each parameter in its own ops ({why}): foreach, or fused=True on CUDA, "
+                            "updates them all in a few kernels" + on, ["fused_ops"]))
+    if zero_grad_style(obs) == "zeroes":
+        out.append(Gain("set_to_none", "zero_grad writes zeros into every gradient (set_to_none=False): "
+                        "set_to_none=True frees them instead, one kernel per parameter less", ["set_to_none"]))
     if cuda and costs.get("launch overhead", 0.0) >= HOST_BOUND and not (r.compile and r.compile.graphs):
         out.append(Gain("compile / CUDA graphs", f"the step is host-bound (launch overhead "
                         f"{costs['launch overhead']:.0%} of it): torch.compile(mode='reduce-overhead') or a "
                         "captured CUDA graph replays it in one launch", ["cuda_graphs", "compile"]))
     data = costs.get("data loading", 0.0)
     for loader in obs.loaders:
-        if data >= DATA_MIN and (loader.num_workers == 0 or (cuda and not loader.pin_memory)):
+        if data >= DATA_MIN and (loader.num_workers == 0 or (cuda and not loader.pin_memory)
+                                 or not loader.persistent_workers):
             missing = [what for what, off in (("workers", loader.num_workers == 0),
                                               ("pinned memory", cuda and not loader.pin_memory),
                                               ("persistent workers", not loader.persistent_workers)) if off]
@@ -85,6 +96,9 @@ def blind_spots(obs: Observation) -> list[str]:
                    "16-bit, TF32 and channels_last gains are GPU gains. Every time here is a CPU time.")
     if not obs.loaders:
         out.append("No DataLoader seen: batches the script builds itself count in the time outside the phases.")
+    elif r.device == "cuda":
+        out.append("Host-to-device copies the script makes count in the rest of the step (`make diagnose-*` "
+                   "counts its baselines' copies with data loading).")
     if r.evidence is None:
         out.append("No profiled steps: no op views, syncs, trace or settings read from ops.")
     return out

@@ -711,6 +711,8 @@ class Observation(Record):
     ended: str  # "stopped" (measured enough), "script ended", "script exited", "no step"
     stage: str  # the stage the script was in when it ended
     optimizers: list[str] = field(default_factory=list)
+    optimizer_flags: dict[str, dict] = field(default_factory=dict)  # name -> {"foreach": ..., "fused": ...} as built
+    zero_grad: str | None = None  # "set_to_none" or "zeroes", from the script's zero_grad calls
     models: list[str] = field(default_factory=list)  # the top-level modules called
     model_calls: int = 0
     batches: int = 0

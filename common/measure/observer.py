@@ -73,7 +73,16 @@ class Observer:
         self.first_optimizer = None
         self.calls = self.batches = 0  # top-level model calls and batches drawn, whatever the step is
         self.depth = 0
-        self.in_data = False  # inside a DataLoader iterator's next()
+        self.in_data = False  # inside a DataLoader's iter() or next()
+        self.busy = 0  # inside backward or an optimizer step: a forward there (a checkpoint's recomputation,
+        # an LBFGS closure) and a nested backward belong to that phase, not to their own
+        self.pid = os.getpid()  # DataLoader workers fork with these hooks: theirs do nothing
+        self.batch_open = False  # --step batch: a batch was handed out and its step is under way
+        self.timed_batches = 0  # batches drawn during the timed steps (gradient accumulation draws several)
+        self.stepped = {}  # optimizer name -> steps during the timed steps
+        self.flags = {}  # optimizer name -> its foreach and fused settings, as built
+        self.zero_grad = None  # "set_to_none" or "zeroes", from the zero_grad calls
+        self._last_end = None  # perf_counter at the last step end
         self.device = None
         self.batch_size = None
         self.phases = None  # Phases, from the timed steps on
@@ -102,15 +111,34 @@ class Observer:
         observer = self
         real_iter, real_backward = DataLoader.__iter__, torch.autograd.backward
 
-        def watched_iter(loader):
-            return Watched(real_iter(loader), loader, observer)
+        real_opt_zero, real_module_zero = torch.optim.Optimizer.zero_grad, torch.nn.Module.zero_grad
+
+        def watched_iter(loader):  # starting an epoch (workers spawn, persistent ones reset) is data time too
+            return Watched(observer.fetch(lambda: real_iter(loader)), loader, observer)
 
         def backward(*a, **k):
-            with observer.phase("backward"):
+            if observer.busy or observer.pid != os.getpid():
                 return real_backward(*a, **k)
+            observer.busy += 1
+            try:
+                with observer.phase("backward"):
+                    return real_backward(*a, **k)
+            finally:
+                observer.busy -= 1
+
+        def opt_zero_grad(optimizer, set_to_none=True):
+            observer.zero_grad = "set_to_none" if set_to_none else "zeroes"
+            return real_opt_zero(optimizer, set_to_none)
+
+        def module_zero_grad(module, set_to_none=True):
+            observer.zero_grad = "set_to_none" if set_to_none else "zeroes"
+            return real_module_zero(module, set_to_none)
 
         DataLoader.__iter__, torch.autograd.backward = watched_iter, backward
-        self._patched = [(DataLoader, "__iter__", real_iter), (torch.autograd, "backward", real_backward)]
+        torch.optim.Optimizer.zero_grad, torch.nn.Module.zero_grad = opt_zero_grad, module_zero_grad
+        self._patched = [(DataLoader, "__iter__", real_iter), (torch.autograd, "backward", real_backward),
+                         (torch.optim.Optimizer, "zero_grad", real_opt_zero),
+                         (torch.nn.Module, "zero_grad", real_module_zero)]
 
     def uninstall(self):
         for h in self._handles:
@@ -136,10 +164,14 @@ class Observer:
             cm.__exit__(None, None, None)
 
     # --- the hooks ------------------------------------------------------------------------------
+    def _ours(self) -> bool:
+        """Whether a module hook's call is one to count: not inside a graph being traced, not in the
+        loader (torchvision's transforms are modules: their time is data), not inside backward or
+        an optimizer step, not in a forked DataLoader worker."""
+        return not (torch.compiler.is_compiling() or self.in_data or self.busy or self.pid != os.getpid())
+
     def _forward_pre(self, module, inputs):
-        # inside a graph being traced nothing of ours belongs; inside next(batches), a module is the
-        # loader's (torchvision's transforms are modules), its time the data phase's
-        if torch.compiler.is_compiling() or self.in_data:
+        if not self._ours():
             return
         if self.depth == 0:
             self.calls += 1
@@ -151,7 +183,7 @@ class Observer:
         self.depth += 1
 
     def _forward_post(self, module, inputs, output):
-        if torch.compiler.is_compiling() or self.in_data:
+        if not self._ours():
             return
         self.depth = max(0, self.depth - 1)
         if self.depth == 0:
@@ -161,18 +193,44 @@ class Observer:
             self._check_step_named()
 
     def _optimizer_pre(self, optimizer, args, kwargs):
-        self.optimizers.setdefault(id(optimizer), type(optimizer).__name__)
+        if self.pid != os.getpid() or self.busy:
+            return
+        name = self.optimizers.setdefault(id(optimizer), f"{type(optimizer).__name__}" + (
+            f" #{len(self.optimizers) + 1}" if self.optimizers else ""))
+        self.flags.setdefault(name, {k: optimizer.defaults.get(k) for k in ("foreach", "fused")})
         self._enter("optimizer")
+        self.busy += 1
 
     def _optimizer_post(self, optimizer, args, kwargs):
+        if self.pid != os.getpid() or id(optimizer) not in self.optimizers or not self.busy:
+            return
+        self.busy -= 1
         self._leave("optimizer")
+        if self.stage == "timed steps":
+            name = self.optimizers[id(optimizer)]
+            self.stepped[name] = self.stepped.get(name, 0) + 1
         if self.first_optimizer is None:
             self.first_optimizer = optimizer
         if self.step_kind == "optimizer" and optimizer is self.first_optimizer:
             self.step_end()
 
+    def fetch(self, get):
+        """get() inside the data phase: its host time counted in the timed step under way."""
+        timed = self.stage == "timed steps" and self.phases is not None and self.phases.step is not None
+        t0 = time.perf_counter()
+        self.in_data = True
+        try:
+            with self.phase("data"):
+                return get()
+        finally:
+            self.in_data = False
+            if timed:
+                self.data_host[self.phases.step] += time.perf_counter() - t0
+
     def on_batch(self, loader, batch, t0):
         self.batches += 1
+        if self.stage == "timed steps":
+            self.timed_batches += 1
         self._began = self._began or t0
         self.loaders.setdefault(id(loader), settings.loader_settings(loader))
         if self.batch_size is None:
@@ -188,6 +246,7 @@ class Observer:
     # --- the stages, driven by step ends ----------------------------------------------------------
     def step_end(self):
         self.ends += 1
+        self._last_end = time.perf_counter()
         a = self.args
         if self.stage == "warm-up":
             if self.device is None:
@@ -212,7 +271,7 @@ class Observer:
                 self._start_counted()
         elif self.stage == "flop count":
             self._end_counted()
-            self.stage = "measured"
+        if self.stage == "measured":
             raise Measured
 
     def _device(self) -> torch.device:
@@ -254,7 +313,7 @@ class Observer:
     def _end_timed(self, n):
         self.phases.step = None
         step_ms = self.timer.step_ms(n)  # the one sync of the timed stretch, after its last step
-        wall_s = time.perf_counter() - self.t0
+        wall_s = self._last_end - self.t0  # to the last timed step's end, not what the script did after it
         self.monitor.__exit__(None, None, None)
         cpu_ms, worker_ms = self.cpu.ms_per_step(n)
         peak = memory.timed_peak(self.device, self.phases.timer)
@@ -265,6 +324,15 @@ class Observer:
         wait = (sum(data_ms) / sum(step_ms) if data_ms and sum(step_ms) else 0.0) if self.device.type == "cuda" \
             else host_share
         batch = self.batch_size or 1
+        per_step = self.timed_batches / n if self.loaders else 1.0
+        if per_step > 1.05:  # gradient accumulation: a step holds several of the loader's batches
+            batch = round(batch * per_step)
+            self.notices.append(f"{per_step:.1f} DataLoader batches per step (gradient accumulation?): a step's "
+                                f"samples count all of them, batch {batch}")
+        if len(self.stepped) > 1 or any(k != n for k in self.stepped.values()):
+            steps = ", ".join(f"{name} {k / n:.1f}" for name, k in self.stepped.items())
+            self.notices.append(f"optimizer steps per step: {steps}; a step ends at each step of "
+                                f"{self.optimizers[id(self.first_optimizer)]}")
         timing = Timing(step_ms=step_ms, summary=stats.summarize(step_ms, batch), warmup_steps=self.args.warmup,
                         warmup_s=self.warm_s, first_step_s=self.first_step_s, timed_wall_s=wall_s,
                         cpu_ms_per_step=cpu_ms, worker_cpu_ms_per_step=worker_ms,
@@ -283,33 +351,59 @@ class Observer:
         if self.batch_size is None:
             self.notices.append("batch size not seen (no tensor in a batch or a model call): samples/s are steps/s")
 
+    # The doctor's own tools may fail where the script is fine (the script runs its own profiler, an
+    # op the FLOP counter refuses): what was measured stands, the failure is noted, the doctor goes on.
+    def _failed(self, what: str, e: Exception) -> None:
+        self.notices.append(f"{what} failed ({type(e).__name__}: {str(e)[:160]}): left out")
+
     def _start_profiled(self):
         a = self.args
-        warnings.filterwarnings("ignore", message="Warning: Profiler clears events")  # one cycle: nothing cleared
         if not a.profile_steps:
             self._start_counted()
             return
         print(f"doctor: profiling {a.profile_steps} steps (+1 warm-up)", flush=True)
-        self._prof_cm = profiler(Path(a.trace_dir), Path(a.script).stem, self.device, a.profile_steps)
-        self.prof = self._prof_cm.__enter__()
+        warnings.filterwarnings("ignore", message="Warning: Profiler clears events")  # one cycle: nothing cleared
+        stem = Path(a.script).stem
+        (Path(a.trace_dir) / f"{stem}.pt.trace.json").unlink(missing_ok=True)  # an earlier run's is not this one's
+        try:
+            self._prof_cm = profiler(Path(a.trace_dir), stem, self.device, a.profile_steps)
+            self.prof = self._prof_cm.__enter__()
+        except Exception as e:
+            self.prof = None
+            self._failed("the profiler", e)
+            self._start_counted()
+            return
         self.phases.profiling = True
         self.stage, self.profiled_from = "profiled steps", self.ends
 
     def _end_profiled(self):
         self.phases.profiling = False
-        for name in list(self._open):  # a phase still open (the optimizer's, in this very hook) closes first
+        for name in list(self._open):  # a phase still open closes before the profiler stops
             self._leave(name)
-        self._prof_cm.__exit__(None, None, None)
+        try:
+            self._prof_cm.__exit__(None, None, None)
+        except Exception as e:
+            self.prof = None
+            self._failed("the profiler", e)
 
     def _start_counted(self):
-        self._count_cm = contextlib.ExitStack()
-        self._count_cm.enter_context(eager_compiled())
-        self.counter = self._count_cm.enter_context(FlopCounterMode(display=False))
         self.stage = "flop count"
+        self._count_cm = contextlib.ExitStack()
+        try:
+            self._count_cm.enter_context(eager_compiled())
+            self.counter = self._count_cm.enter_context(FlopCounterMode(display=False))
+        except Exception as e:
+            self._count_cm.close()
+            self._failed("the FLOP count", e)
+            self.stage = "measured"
 
     def _end_counted(self):
-        self._count_cm.close()
-        self.result.flops_per_step = self.counter.get_total_flops() or None
+        self.stage = "measured"
+        try:
+            self._count_cm.close()
+            self.result.flops_per_step = self.counter.get_total_flops() or None
+        except Exception as e:
+            self._failed("the FLOP count", e)
 
     # --- after the script -------------------------------------------------------------------------
     def finish(self, how: str) -> Observation:
@@ -329,8 +423,13 @@ class Observer:
                 self._count_cm.close()
         if self.prof is not None and self.result is not None:
             self.result.evidence = self._evidence()
+        if self.result is not None and self.calls == 0 and compile_stats() is not None:
+            self.notices.append("no call of a model seen: a model compiled whole (module.compile()) runs its "
+                                "calls inside compiled code, where the doctor's hooks do not run; its forward "
+                                "time counts in the rest of the step")
         obs = Observation(script=str(self.args.script), argv=self.args.script_args, step=self.step_kind,
                           steps_seen=self.ends, ended=how, stage=self.stage, optimizers=list(self.optimizers.values()),
+                          optimizer_flags=self.flags, zero_grad=self.zero_grad,
                           models=list(self.top_modules.values()), model_calls=self.calls, batches=self.batches,
                           loaders=list(self.loaders.values()), result=self.result)
         if self.result is not None:
@@ -362,18 +461,12 @@ class Watched:
 
     def __next__(self):
         o = self.observer
-        if o.step_kind == "batch":
+        if o.step_kind == "batch" and o.batch_open:  # the step of the batch handed out before ends here
+            o.batch_open = False  # (an epoch's end, StopIteration, opens no step)
             o.step_end()
-        timed = o.stage == "timed steps" and o.phases is not None and o.phases.step is not None
         t0 = time.perf_counter()
-        o.in_data = True
-        try:
-            with o.phase("data"):
-                batch = next(self.it)
-        finally:
-            o.in_data = False
-        if timed:
-            o.data_host[o.phases.step] += time.perf_counter() - t0
+        batch = o.fetch(lambda: next(self.it))
+        o.batch_open = True
         o.on_batch(self.loader, batch, t0)
         return batch
 
