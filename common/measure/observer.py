@@ -232,7 +232,8 @@ class Observer:
         if self.stage == "timed steps":
             self.timed_batches += 1
         self._began = self._began or t0
-        self.loaders.setdefault(id(loader), settings.loader_settings(loader))
+        if id(loader) not in self.loaders:
+            self.loaders[id(loader)] = settings.loader_settings(loader, batch)
         if self.batch_size is None:
             self.batch_size = loader.batch_size or settings.batch_size_of(batch)
         self._check_step_named()

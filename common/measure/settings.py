@@ -27,8 +27,9 @@ def batch_size_of(batch) -> int | None:
     return None
 
 
-def loader_settings(loader) -> LoaderSettings:
-    return LoaderSettings(batch_size=loader.batch_size, num_workers=loader.num_workers,
+def loader_settings(loader, batch) -> LoaderSettings:
+    """As built; the batch size as drawn where a batch sampler sets it (the loader's own is None then)."""
+    return LoaderSettings(batch_size=loader.batch_size or batch_size_of(batch), num_workers=loader.num_workers,
                           pin_memory=bool(loader.pin_memory), persistent_workers=bool(loader.persistent_workers),
                           prefetch_factor=loader.prefetch_factor if loader.num_workers else None)
 
