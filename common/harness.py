@@ -110,9 +110,17 @@ class Run:
         self.pair = pair or workload  # churn_serving: a second churn pair of the same recipe
         self.args, self.smoke = args, args.smoke
         self.device, self.notices = resolve_device(args.device)
+        self.rank, self.world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+        if self.world > 1:  # under torchrun: join the process group (common/distributed.py)
+            from common import distributed
+
+            self.device, joined = distributed.init(self.device)
+            self.notices += joined
         self.config = resolve_config(args, workload, "smoke" if args.smoke else self.device.type, overrides, self.pair)
         name = f"{self.pair}_{variant}"
         self.out = Path(args.out or env.REPO_ROOT / "reports" / "results" / recipe / f"{name}.json")
+        if self.rank:  # rank 0 writes the run's result, over every rank; the others their own beside it
+            self.out = self.out.with_name(f"{self.out.stem}.rank{self.rank}.json")
         writable_dir(self.out.parent, "output folder")
         self.trace_dir = Path(args.trace_dir or env.REPO_ROOT / "reports" / "traces" / recipe / name)
         if self.config.profile_steps:
@@ -201,12 +209,17 @@ class Run:
         if self._monitor.notice:
             self.notices.append(self._monitor.notice)
         n = stages.timed_steps(warm, cfg.steps, cfg.min_time_s)
+        if self.world > 1:  # every rank runs the same steps, or one waits forever in an all-reduce
+            from common import distributed
+
+            n = distributed.agree_max(n)
         m.timing, m.memory = yield from stages.timed(feed, self.device, n, cfg.batch_size, warm, phases, self._monitor)
         m.batch_bytes = stages.nbytes(feed.last)
         self.stage = "profiled steps"
         memory_dir = Path(self.args.memory_dir) if self.args.memory_dir else None
         m.evidence = yield from stages.profiled(feed, self.device, cfg.profile_steps, self.trace_dir,
-                                                f"{self.pair}_{self.variant}", memory_dir, phases)
+                                                f"{self.pair}_{self.variant}"
+                                                + (f"_rank{self.rank}" if self.world > 1 else ""), memory_dir, phases)
         self.stage = "flop count"
         m.flops = yield from stages.counted(feed, self.graph_flops)
         self.stage = "learning probe"
@@ -264,6 +277,10 @@ class Run:
             result.compile.setup_s = dict(self._setup_s)
         if self._output_bytes is not None:  # serving: requests in, answers out
             result.bytes_per_step = (m.batch_bytes or 0) + self._output_bytes
+        if "common.distributed" in sys.modules:  # a data-parallel script: every rank's view, on rank 0
+            from common import distributed
+
+            distributed.settle(result, self.steps_run)
         write_result(self.out, result)
         print(summary(result, self.out))
         self.close()

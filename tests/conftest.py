@@ -37,8 +37,9 @@ def isolated_data(tmp_path_factory):
     yield
 
 
-def run_module(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+def run_module(*args, timeout=600, env=None):
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env} if env else None)
 
 
 @pytest.fixture(scope="session")

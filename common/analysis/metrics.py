@@ -84,6 +84,10 @@ def _mfu(v: VariantAggregate):
     return ceiling.mfu(tflops(v), v.ceiling)
 
 
+def _ddp(key):  # what common.distributed.settle gathered over the ranks (the ddp recipe)
+    return lambda v: (v.extra.get("ddp") or {}).get(key)
+
+
 def _compile(read):
     return lambda v: read(v.compile) if v.compile else None
 
@@ -138,6 +142,11 @@ _ALL = [
     Metric("forward_kernels", "forward: GPU kernels per step", "count", _phase("forward", "kernels"), ".0f"),
     Metric("forward_ops", "forward: aten ops called per step", "count", _phase("forward", "ops"), ".0f"),
     Metric("backward_ops", "backward: aten ops called per step", "count", _phase("backward", "ops"), ".0f"),
+    Metric("allreduce_per_step", "all-reduce calls per optimizer step (DDP communication hook)", "count",
+           _ddp("allreduce_per_step"), ".1f", short="all-reduces/step"),
+    Metric("allreduce_mb_per_step", "MB all-reduced per optimizer step", "MB", _ddp("allreduce_mb_per_step"), ".2f"),
+    Metric("distinct_digests", "distinct parameter sets across ranks after the run (1: identical)", "count",
+           _ddp("distinct_digests"), ".0f"),
     Metric("graphs", "compiled graphs", "count", _compile(lambda c: c.graphs), ".0f"),
     Metric("graph_breaks", "graph breaks", "count", _compile(lambda c: c.graph_breaks), ".0f"),
     Metric("recompiles", "recompilations", "count", _compile(lambda c: c.recompiles), ".0f"),

@@ -1,5 +1,6 @@
-"""Fault injection for testing the runners on a CPU: COOKBOOK_FAULT="oom:fast" (or "crash:slow:churn")
-makes the matching variant (and workload) fail at its first timed step. It wraps the batch stream,
+"""Fault injection for testing the runners on a CPU: COOKBOOK_FAULT="oom:fast" (or "crash:slow:churn", or
+"crash:fast:churn:1" for rank 1 of a torchrun launch only) makes the matching variant (and workload,
+and rank) fail at its first timed step. It wraps the batch stream,
 so nothing of it sits inside the harness's timed loop."""
 import os
 
@@ -12,8 +13,11 @@ def planned(variant: str, pair: str, workload: str | None = None) -> str | None:
     """The fault kind ("oom" or "crash") meant for this variant and pair (or its workload), if any."""
     spec = os.environ.get(ENV, "")
     kind, _, target = spec.partition(":")
-    want_variant, _, want = target.partition(":")
+    want_variant, _, rest = target.partition(":")
+    want, _, rank = rest.partition(":")
     if not spec or want_variant != variant or want not in ("", pair, workload):
+        return None
+    if rank and rank != os.environ.get("RANK", "0"):
         return None
     return kind
 

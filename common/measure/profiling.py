@@ -53,8 +53,10 @@ def profiler(trace_dir: Path, worker: str, device: torch.device, active_steps: i
 
 def mark_rank(prof) -> None:
     """HolisticTraceAnalysis reads a trace per rank; without this it warns and guesses rank 0. The
-    profiler keeps metadata only while it records, so this is called after every profiled step."""
-    prof.add_metadata_json("distributedInfo", json.dumps({"rank": 0, "world_size": 1}))
+    profiler keeps metadata only while it records, so this is called after every profiled step.
+    Under torchrun, the rank and world size it set."""
+    rank, size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    prof.add_metadata_json("distributedInfo", json.dumps({"rank": rank, "world_size": size}))
 
 
 def _first(obj, *names, default=0.0):

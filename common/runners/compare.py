@@ -46,6 +46,9 @@ def parse_args(argv):
     launch.add_flags(p, rounds_help=f"exactly N alternating rounds (default: from {MIN_ROUNDS} up to {MAX_ROUNDS}, "
                                     "until the interval decides; 1 with --smoke)")
     p.add_argument("--max-rounds", type=positive_int, help=f"the cap (default {MAX_ROUNDS})")
+    p.add_argument("--nproc-per-node", type=positive_int, metavar="N",
+                   help="ranks per pair run, for a recipe launched by torchrun (ddp): default the GPUs present "
+                        "if 2 or more, else 2 CPU ranks on gloo")
     p.add_argument("--workloads", help="comma-separated subset of the recipe's workloads (default: every pair)")
     p.add_argument("--memory-budget-gb", type=non_negative_float, default=budget.DEFAULT_GB, metavar="GB",
                    help=f"for recipes with a memory-budget search (checkpointing): the budget (default "
@@ -95,6 +98,7 @@ class Plan:
     smoke: bool
     command: str
     parity_rtol: float | None = None  # --parity-rtol: one tolerance for every workload
+    nproc: int | None = None  # ranks per run, for a recipe torchrun launches (settings.DISTRIBUTED)
     budget_gb: float = budget.DEFAULT_GB
     budget_spec: dict | None = None  # the recipe's BUDGET setting, if it searches batch sizes under a budget
 
@@ -136,6 +140,16 @@ def make_plan(argv) -> Plan:
         rounds = Rounds(args.rounds or 1, args.rounds or 1, fixed=True)
     else:
         rounds = Rounds(min(MIN_ROUNDS, max_rounds), max_rounds, fixed=False)
+    nproc = None
+    if getattr(settings, "DISTRIBUTED", False):
+        gpus = launch.cuda_device_count() if cuda else 0
+        nproc = args.nproc_per_node or (gpus if gpus >= 2 else 2)
+        if cuda and gpus < nproc:  # NCCL: one GPU per rank
+            print(f"{recipe}: NCCL needs one GPU per rank and this machine has {gpus}: the pairs run as {nproc} CPU "
+                  "ranks on gloo (every time is a CPU time)", flush=True)
+            args.device, cuda = "cpu", False
+    elif args.nproc_per_node:
+        raise CookbookError(f"--nproc-per-node: only a recipe launched by torchrun takes it (ddp), not {recipe}")
     data = launch.data_flags(args.data, WORKLOADS)  # per workload; a pair takes its workload's
     launch.check_data(args.data, WORKLOADS)
     cpus = launch.cpu_set(args.cpus)
@@ -153,7 +167,7 @@ def make_plan(argv) -> Plan:
                 cpus=cpus, reports_dir=reports_dir, results_dir=results_dir,
                 traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke,
                 command="python -m common.runners.compare " + " ".join(argv),
-                budget_spec=getattr(settings, "BUDGET", None), budget_gb=args.memory_budget_gb)
+                budget_spec=getattr(settings, "BUDGET", None), budget_gb=args.memory_budget_gb, nproc=nproc)
 
 
 def run_variant(plan: Plan, workload, variant, round_no) -> launch.Outcome:
@@ -161,8 +175,10 @@ def run_variant(plan: Plan, workload, variant, round_no) -> launch.Outcome:
     flags = ["--trace-dir", str(plan.traces_dir / f"{workload}_{variant}")] + plan.script_flags[workload]
     if round_no > 1:
         flags += ["--profile-steps", "0", "--probe-steps", "0"]  # the evidence and the parity come from round 1
-    return launch.child(["-m", f"recipes.{plan.recipe}.{workload}_{variant}"], flags, out, cpus=plan.cpus,
-                         rerun=f"make recipe-{plan.recipe}")
+    module = ["-m", f"recipes.{plan.recipe}.{workload}_{variant}"]
+    if plan.nproc:  # one round is one torchrun launch of N ranks; rank 0 writes the result of them all
+        module = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(plan.nproc), *module]
+    return launch.child(module, flags, out, cpus=plan.cpus, rerun=f"make recipe-{plan.recipe}")
 
 
 def run_workload(plan: Plan, workload, counter: launch.Counter) -> tuple[dict, list, str]:

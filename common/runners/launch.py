@@ -85,6 +85,14 @@ def cuda_available() -> bool:
     return subprocess.run([sys.executable, "-c", probe], cwd=env.REPO_ROOT, capture_output=True).returncode == 0
 
 
+@cache
+def cuda_device_count() -> int:
+    """The GPUs a child process sees (the runner never imports torch)."""
+    probe = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=env.REPO_ROOT, capture_output=True, text=True).stdout
+    return int(out.strip() or 0) if out.strip().isdigit() else 0
+
+
 def use_cuda(device: str) -> bool:
     if device == "cpu":
         return False

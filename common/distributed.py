@@ -1,0 +1,144 @@
+"""Data-parallel runs under torchrun (the ddp recipe): the process group, the model's DDP wrapper
+with an all-reduce counter, and what rank 0 gathers from every rank at the end.
+
+A script launched by `torchrun --standalone --nproc-per-node N` finds its rank in the environment
+torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK); run as plain `python` it is rank 0 of 1, wraps
+nothing and counts nothing: the single-process run of the same global batch.
+"""
+import contextlib
+import hashlib
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel
+
+
+def world() -> tuple[int, int]:
+    """(rank, world size) as torchrun set them; (0, 1) in a plain process."""
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def init(device: torch.device) -> tuple[torch.device, list[str]]:
+    """Join the process group: NCCL with one GPU per rank, gloo on the CPU otherwise. Returns the
+    rank's device and the notices that go with it."""
+    rank, size = world()
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    notices = []
+    if device.type == "cuda" and torch.cuda.device_count() < int(os.environ.get("LOCAL_WORLD_SIZE", size)):
+        notices.append(f"NCCL needs one GPU per rank: {size} ranks, {torch.cuda.device_count()} GPU(s); "
+                       "ran on the CPU with gloo")
+        device = torch.device("cpu")
+    if device.type == "cuda":
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    notices.append(f"rank {rank} of {size} ({dist.get_backend()} backend)")
+    return device, notices
+
+
+@dataclass
+class AllReduces:
+    """What the DDP communication hook saw: every bucket's all-reduce, and its bytes."""
+    calls: int = 0
+    bytes: int = 0
+
+
+COUNTED: list[AllReduces] = []  # one per wrapped model, read by the harness at the end
+WRAPPED: list[torch.nn.Module] = []  # the models wrap() was given, for their digests at the end
+
+
+def _counting_allreduce(state: AllReduces, bucket):
+    """DDP's default all-reduce (the same future, the same average), counted."""
+    buffer = bucket.buffer()
+    state.calls += 1
+    state.bytes += buffer.numel() * buffer.element_size()
+    return default_hooks.allreduce_hook(None, bucket)
+
+
+def wrap(model: torch.nn.Module, device: torch.device, **options) -> torch.nn.Module:
+    """DistributedDataParallel with `options` (bucket_cap_mb, static_graph, ...) and its all-reduces
+    counted; the model itself in a plain process."""
+    WRAPPED.append(model)
+    if world()[1] == 1:
+        return model
+    ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None, **options)
+    counter = AllReduces()
+    ddp.register_comm_hook(counter, _counting_allreduce)
+    COUNTED.append(counter)
+    return ddp
+
+
+def no_sync(model: torch.nn.Module, unless: bool = False):
+    """DDP's no_sync() (gradients kept local, no all-reduce) unless `unless`; nothing in a plain process."""
+    if unless or not isinstance(model, DistributedDataParallel):
+        return contextlib.nullcontext()
+    return model.no_sync()
+
+
+def agree_max(value: int) -> int:
+    """The largest of every rank's value: a count of steps all ranks must run alike."""
+    if world()[1] == 1:
+        return value
+    t = torch.tensor([value], dtype=torch.int64, device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+def digest(model: torch.nn.Module) -> str:
+    """The parameters' exact bytes, hashed: equal on every rank when they train in step."""
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def fingerprint(model: torch.nn.Module) -> list[float]:
+    """Each parameter's sum and sum of squares (float64): close, within rounding, to a single-process
+    run of the same global batch, whose reductions add in another order."""
+    out = []
+    for p in model.parameters():
+        x = p.detach().double()
+        out += [x.sum().item(), (x * x).sum().item()]
+    return out
+
+
+def gather(obj) -> list:
+    """Every rank's `obj`, in rank order (on every rank)."""
+    found = [None] * world()[1]
+    dist.all_gather_object(found, obj)
+    return found
+
+
+def shut_down() -> None:
+    """Leave the process group together: a rank that tears down its gloo connections while another is
+    still using them makes that one abort ("terminate called without an active exception")."""
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def settle(result, steps_run: int) -> None:
+    """Every rank's run, gathered into rank 0's result: the step time of a step is its slowest rank's;
+    whether the ranks' parameters are identical; the all-reduces per optimizer step; the parameters'
+    fingerprint (for the comparison with a single process). Then the process group is left."""
+    from common.analysis import stats
+
+    rank, size = world()
+    counted = COUNTED[0] if COUNTED else AllReduces()
+    model = WRAPPED[0] if WRAPPED else None
+    mine = {"step_ms": result.timing.step_ms, "digest": digest(model) if model is not None else None}
+    ranks = gather(mine) if size > 1 else [mine]
+    if size > 1:
+        slowest = [max(r["step_ms"][i] for r in ranks) for i in range(len(result.timing.step_ms))]
+        result.timing.step_ms = slowest
+        result.timing.summary = stats.summarize(slowest, result.config.batch_size)
+    result.extra["ddp"] = {
+        "world_size": size, "backend": dist.get_backend() if size > 1 else None,
+        "distinct_digests": len({r["digest"] for r in ranks}), "digests": [r["digest"] for r in ranks],
+        "allreduce_per_step": counted.calls / max(steps_run, 1),
+        "allreduce_mb_per_step": counted.bytes / max(steps_run, 1) / 2**20,
+        "fingerprint": fingerprint(model) if model is not None else None}
+    shut_down()

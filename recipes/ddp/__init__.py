@@ -1,0 +1,25 @@
+"""Data-parallel training (DDP under torchrun): the gradient all-reduce once per optimizer step, not once
+per micro-batch."""
+
+TITLE = "DistributedDataParallel: all-reduce once per step (no_sync)"
+DISTRIBUTED = True  # the runner launches each run as `torchrun --standalone --nproc-per-node N`
+MICRO_BATCHES = 4  # micro-batches per rank and optimizer step: the global batch is ranks x 4 micro-batches
+# the same arithmetic in both twins, summed in another order: the gradients agree to rounding
+PARITY = {"what": "training loss (rank 0's share of the global batch)", "early_steps": 5, "early_rtol": 1e-4,
+          "window": 10, "rtol": 0.01}
+EVIDENCE = ("allreduce_per_step", "allreduce_mb_per_step", "distinct_digests", "peak_mb")
+# a global batch of 2 ranks x 4 micro-batches: churn 256 (32 per micro-batch), ResNet-18 64 on a GPU
+DEFAULTS = {"churn": {"cuda": {"batch_size": 256}, "cpu": {"batch_size": 256, "steps": 60}},
+            "resnet18": {"cuda": {"batch_size": 64}, "cpu": {"batch_size": 16}, "smoke": {"batch_size": 16}}}
+
+
+def rank_micro_batches(tensors, rank: int, world: int):
+    """This rank's share of the global batch, as MICRO_BATCHES equal micro-batches (each tensor alike)."""
+    parts = world * MICRO_BATCHES
+    if tensors[0].shape[0] % parts:
+        from common.errors import CookbookError
+
+        raise CookbookError(f"--batch-size {tensors[0].shape[0]}: the ddp pairs split the global batch into "
+                            f"{world} ranks x {MICRO_BATCHES} micro-batches; give a multiple of {parts}")
+    share = [t.chunk(world)[rank] for t in tensors]
+    return list(zip(*(t.chunk(MICRO_BATCHES) for t in share)))

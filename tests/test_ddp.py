@@ -1,0 +1,67 @@
+"""The ddp recipe on a CPU (2 gloo ranks under torchrun): the all-reduces fall K-fold with no_sync,
+the ranks end with identical parameters, a data-parallel step equals one process's step over the
+same global batch, and a rank that raises ends the run with one failure named."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from recipes.ddp import MICRO_BATCHES
+
+from conftest import REPO, comparison_of, run_module
+
+
+@pytest.mark.recipe("ddp")
+def test_no_sync_cuts_the_all_reduces_k_fold_and_the_ranks_stay_identical(smoke_run):
+    proc, reports = smoke_run("ddp")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for pair, entry in comparison_of(reports, "ddp")["workloads"].items():
+        slow, fast = entry["slow"]["extra"]["ddp"], entry["fast"]["extra"]["ddp"]
+        assert slow["world_size"] == fast["world_size"] == 2 and slow["backend"] == "gloo"
+        ratio = slow["allreduce_per_step"] / fast["allreduce_per_step"]
+        assert abs(ratio - MICRO_BATCHES) / MICRO_BATCHES < 0.1, (pair, ratio)
+        assert slow["distinct_digests"] == fast["distinct_digests"] == 1  # every rank's parameters alike
+    md = (reports / "ddp.md").read_text()
+    assert "**Mechanism: all-reduce calls per optimizer step (DDP communication hook)**" in md
+
+
+def _linear(*launcher):
+    proc = subprocess.run([sys.executable, *launcher, str(REPO / "tests" / "planted" / "ddp_linear.py")], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = [json.loads(m) for m in re.findall(r"RESULT (\{[^{}]*\})", proc.stdout)]  # ranks' lines may interleave
+    return sorted(found, key=lambda r: r["rank"])
+
+
+def test_two_ranks_equal_one_process_over_the_same_global_batch():
+    ranks = _linear("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2")
+    (single,) = _linear()
+    assert len(ranks) == 2 and ranks[0]["digest"] == ranks[1]["digest"]  # identical across ranks, bit for bit
+    assert all(r["allreduces"] == 5 for r in ranks)  # one per step: the K-1 others under no_sync
+    for a, b in zip(ranks[0]["fingerprint"], single["fingerprint"]):
+        assert abs(a - b) <= 1e-5 * max(1.0, abs(b))  # the same arithmetic, reduced in another order
+
+
+def test_a_rank_that_raises_ends_the_run_with_the_failure_named(tmp_path):
+    proc = run_module("common.runners.compare", "ddp", "--smoke", "--device", "cpu", "--data", "synthetic",
+                      "--workloads", "churn", "--reports-dir", str(tmp_path), timeout=300,
+                      env={"COOKBOOK_FAULT": "crash:fast:churn:1"})
+    assert proc.returncode == 1
+    assert "churn fast round 1 failed" in proc.stderr.splitlines()[-1]
+    (log,) = tmp_path.rglob("churn_fast_r1.log")
+    assert "[rank1]: RuntimeError: injected crash" in log.read_text()
+    assert not list(tmp_path.rglob("churn_fast_r1.json"))  # nothing half-written
+
+
+def test_the_runner_launches_torchrun_for_ddp_only():
+    from common.errors import CookbookError
+    from common.runners import compare
+
+    plan = compare.make_plan(["ddp", "--smoke", "--device", "cpu", "--data", "synthetic"])
+    assert plan.nproc == 2  # no GPU: 2 CPU ranks on gloo
+    assert compare.make_plan(["ddp", "--device", "cpu", "--nproc-per-node", "3"]).nproc == 3
+    with pytest.raises(CookbookError, match="only a recipe launched by torchrun"):
+        compare.make_plan(["amp", "--device", "cpu", "--nproc-per-node", "2"])
