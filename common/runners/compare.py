@@ -144,10 +144,9 @@ def make_plan(argv) -> Plan:
     if getattr(settings, "DISTRIBUTED", False):
         gpus = launch.cuda_device_count() if cuda else 0
         nproc = args.nproc_per_node or (gpus if gpus >= 2 else 2)
-        if cuda and gpus < nproc:  # NCCL: one GPU per rank
+        if cuda and gpus < nproc:  # NCCL: one GPU per rank; the ranks fall back to gloo (distributed.init)
             print(f"{recipe}: NCCL needs one GPU per rank and this machine has {gpus}: the pairs run as {nproc} CPU "
-                  "ranks on gloo (every time is a CPU time)", flush=True)
-            args.device, cuda = "cpu", False
+                  "ranks on gloo (every time is a CPU time; the report says so)", flush=True)
     elif args.nproc_per_node:
         raise CookbookError(f"--nproc-per-node: only a recipe launched by torchrun takes it (ddp), not {recipe}")
     data = launch.data_flags(args.data, WORKLOADS)  # per workload; a pair takes its workload's
