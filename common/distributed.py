@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 
 def world() -> tuple[int, int]:
@@ -41,12 +42,15 @@ def init(device: torch.device) -> tuple[torch.device, list[str]]:
 
 @dataclass
 class AllReduces:
-    """What the DDP communication hook saw: every bucket's all-reduce, and its bytes."""
+    """What the DDP communication hook saw: every bucket's all-reduce, and its bytes; and the options
+    the model was wrapped with."""
     calls: int = 0
     bytes: int = 0
+    options: dict | None = None
 
 
 COUNTED: list[AllReduces] = []  # one per wrapped model, read by the harness at the end
+OPTIMIZER_STEPS = [0]  # optimizer steps taken once a model was wrapped: the all-reduces' denominator
 WRAPPED: list[torch.nn.Module] = []  # the models wrap() was given, for their digests at the end
 
 
@@ -65,10 +69,18 @@ def wrap(model: torch.nn.Module, device: torch.device, **options) -> torch.nn.Mo
     if world()[1] == 1:
         return model
     ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None, **options)
-    counter = AllReduces()
+    counter = AllReduces(options=dict(options))
     ddp.register_comm_hook(counter, _counting_allreduce)
+    if not COUNTED:  # every step of any optimizer (the harness's steps leave out the learning probe's)
+        register_optimizer_step_post_hook(lambda *_: OPTIMIZER_STEPS.__setitem__(0, OPTIMIZER_STEPS[0] + 1))
     COUNTED.append(counter)
     return ddp
+
+
+def rank_share(*tensors):
+    """This rank's slice of a global batch (each tensor alike); the whole batch in a plain process."""
+    rank, size = world()
+    return tuple(t.chunk(size)[rank] for t in tensors)
 
 
 def no_sync(model: torch.nn.Module, unless: bool = False):
@@ -120,7 +132,7 @@ def shut_down() -> None:
         dist.destroy_process_group()
 
 
-def settle(result, steps_run: int) -> None:
+def settle(result) -> None:
     """Every rank's run, gathered into rank 0's result: the step time of a step is its slowest rank's;
     whether the ranks' parameters are identical; the all-reduces per optimizer step; the parameters'
     fingerprint (for the comparison with a single process). Then the process group is left."""
@@ -138,7 +150,7 @@ def settle(result, steps_run: int) -> None:
     result.extra["ddp"] = {
         "world_size": size, "backend": dist.get_backend() if size > 1 else None,
         "distinct_digests": len({r["digest"] for r in ranks}), "digests": [r["digest"] for r in ranks],
-        "allreduce_per_step": counted.calls / max(steps_run, 1),
-        "allreduce_mb_per_step": counted.bytes / max(steps_run, 1) / 2**20,
+        "allreduce_per_step": counted.calls / max(OPTIMIZER_STEPS[0], 1),
+        "allreduce_mb_per_step": counted.bytes / max(OPTIMIZER_STEPS[0], 1) / 2**20, "options": counted.options or {},
         "fingerprint": fingerprint(model) if model is not None else None}
     shut_down()

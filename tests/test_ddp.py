@@ -65,3 +65,22 @@ def test_the_runner_launches_torchrun_for_ddp_only():
     assert compare.make_plan(["ddp", "--device", "cpu", "--nproc-per-node", "3"]).nproc == 3
     with pytest.raises(CookbookError, match="only a recipe launched by torchrun"):
         compare.make_plan(["amp", "--device", "cpu", "--nproc-per-node", "2"])
+
+
+@pytest.mark.parametrize("recipe, slow_options, fast_options", [
+    pytest.param("ddp_buckets", {"bucket_cap_mb": 1}, {"bucket_cap_mb": 25}, marks=pytest.mark.recipe("ddp_buckets")),
+    pytest.param("ddp_bucket_view", {"gradient_as_bucket_view": False}, {"gradient_as_bucket_view": True},
+                 marks=pytest.mark.recipe("ddp_bucket_view")),
+    pytest.param("ddp_static_graph", {"find_unused_parameters": True}, {"static_graph": True},
+                 marks=pytest.mark.recipe("ddp_static_graph")),
+])
+def test_each_split_pair_changes_one_ddp_option(recipe, slow_options, fast_options, smoke_run):
+    proc, reports = smoke_run(recipe)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    entry = comparison_of(reports, recipe)["workloads"]["resnet18"]
+    slow, fast = entry["slow"]["extra"]["ddp"], entry["fast"]["extra"]["ddp"]
+    assert slow["options"] == slow_options and fast["options"] == fast_options
+    assert slow["distinct_digests"] == fast["distinct_digests"] == 1
+    if recipe == "ddp_buckets":  # the same bytes in far fewer all-reduces
+        assert slow["allreduce_per_step"] > 3 * fast["allreduce_per_step"]
+        assert abs(slow["allreduce_mb_per_step"] / fast["allreduce_mb_per_step"] - 1) < 0.01

@@ -142,6 +142,7 @@ _ALL = [
     Metric("forward_kernels", "forward: GPU kernels per step", "count", _phase("forward", "kernels"), ".0f"),
     Metric("forward_ops", "forward: aten ops called per step", "count", _phase("forward", "ops"), ".0f"),
     Metric("backward_ops", "backward: aten ops called per step", "count", _phase("backward", "ops"), ".0f"),
+    Metric("forward_host_ms", "forward: host ms per step (profiled)", "ms", _phase("forward", "host_ms"), ".3f"),
     Metric("allreduce_per_step", "all-reduce calls per optimizer step (DDP communication hook)", "count",
            _ddp("allreduce_per_step"), ".1f", short="all-reduces/step"),
     Metric("allreduce_mb_per_step", "MB all-reduced per optimizer step", "MB", _ddp("allreduce_mb_per_step"), ".2f"),

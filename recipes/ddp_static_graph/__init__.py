@@ -1,0 +1,8 @@
+"""DDP told its graph is static, instead of searching it for unused parameters every step (torchrun)."""
+
+TITLE = "DistributedDataParallel: static_graph=True, not find_unused_parameters=True"
+DISTRIBUTED = True
+PARITY = {"what": "training loss (rank 0's share of the global batch)", "early_steps": 5, "early_rtol": 1e-5,
+          "window": 10, "rtol": 0.01}
+EVIDENCE = ("forward_host_ms", "cpu_ms_per_step", "allreduce_per_step", "distinct_digests")
+DEFAULTS = {"resnet18": {"cuda": {"batch_size": 64}, "cpu": {"batch_size": 16}, "smoke": {"batch_size": 8}}}
