@@ -9,12 +9,15 @@ import contextlib
 import hashlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.optimizer import register_optimizer_step_post_hook
+
+from common.measure import hta
 
 
 def world() -> tuple[int, int]:
@@ -132,7 +135,7 @@ def shut_down() -> None:
         dist.destroy_process_group()
 
 
-def settle(result) -> None:
+def settle(result, device: torch.device) -> None:
     """Every rank's run, gathered into rank 0's result: the step time of a step is its slowest rank's;
     whether the ranks' parameters are identical; the all-reduces per optimizer step; the parameters'
     fingerprint (for the comparison with a single process). Then the process group is left."""
@@ -141,7 +144,9 @@ def settle(result) -> None:
     rank, size = world()
     counted = COUNTED[0] if COUNTED else AllReduces()
     model = WRAPPED[0] if WRAPPED else None
-    mine = {"step_ms": result.timing.step_ms, "digest": digest(model) if model is not None else None}
+    trace = result.evidence.trace if result.evidence else None  # this rank's, written during the loop
+    mine = {"step_ms": result.timing.step_ms, "digest": digest(model) if model is not None else None,
+            "trace": trace}
     ranks = gather(mine) if size > 1 else [mine]
     if size > 1:
         slowest = [max(r["step_ms"][i] for r in ranks) for i in range(len(result.timing.step_ms))]
@@ -153,4 +158,7 @@ def settle(result) -> None:
         "allreduce_per_step": counted.calls / max(OPTIMIZER_STEPS[0], 1),
         "allreduce_mb_per_step": counted.bytes / max(OPTIMIZER_STEPS[0], 1) / 2**20, "options": counted.options or {},
         "fingerprint": fingerprint(model) if model is not None else None}
+    traces = {r: Path(x["trace"]) for r, x in enumerate(ranks) if x["trace"]}
+    if rank == 0 and size > 1 and traces:  # every rank's trace is written: each finished its loop
+        result.extra["ddp"]["comm_overlap"] = hta.comm_overlap(traces, device)
     shut_down()

@@ -280,7 +280,7 @@ class Run:
         if "common.distributed" in sys.modules:  # a data-parallel script: every rank's view, on rank 0
             from common import distributed
 
-            distributed.settle(result)
+            distributed.settle(result, self.device)
         write_result(self.out, result)
         print(summary(result, self.out))
         self.close()

@@ -84,3 +84,17 @@ def test_each_split_pair_changes_one_ddp_option(recipe, slow_options, fast_optio
     if recipe == "ddp_buckets":  # the same bytes in far fewer all-reduces
         assert slow["allreduce_per_step"] > 3 * fast["allreduce_per_step"]
         assert abs(slow["allreduce_mb_per_step"] / fast["allreduce_mb_per_step"] - 1) < 0.01
+
+
+def test_hta_overlap_is_read_per_rank_on_gpus_and_said_missing_elsewhere(tmp_path):
+    import torch
+
+    from common.analysis import metrics
+    from common.measure import hta
+
+    assert "CPU run" in hta.comm_overlap({0: tmp_path / "t.json"}, torch.device("cpu"))["why"]
+    overlap = metrics.get("comm_overlap")
+    v = type("V", (), {"status": "ok", "extra": {"ddp": {"comm_overlap": {"per_rank": {"0": 0.5, "1": 0.7}}}}})()
+    assert overlap.value(v) == pytest.approx(0.6)
+    v.extra = {"ddp": {"comm_overlap": {"why": "a CPU run"}}}
+    assert overlap.value(v) is None

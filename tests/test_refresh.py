@@ -16,6 +16,7 @@ def test_every_recipe_sweep_ladder_and_diagnosis_is_a_target_with_its_report():
     assert by_name["sweep-amp"].report == "sweep_amp.md" and "sweep-set_to_none" not in by_name  # no sweep there
     assert by_name["ladder-resnet18"].cmd[-1] == "resnet18" and by_name["diagnose-churn"].report == "baseline_churn.md"
     assert by_name["doctor-resnet18"].report.startswith("doctor_resnet18_cifar10_")  # the README's doctor example
+    assert refresh.needs_gpus(by_name["recipe-ddp"]) and not refresh.needs_gpus(by_name["recipe-amp"])
 
 
 def test_missing_reports_come_first_then_the_oldest():

@@ -88,6 +88,11 @@ def _ddp(key):  # what common.distributed.settle gathered over the ranks (the dd
     return lambda v: (v.extra.get("ddp") or {}).get(key)
 
 
+def _mean_overlap(found: dict | None):
+    shares = list(((found or {}).get("per_rank") or {}).values())
+    return sum(shares) / len(shares) if shares else None
+
+
 def _compile(read):
     return lambda v: read(v.compile) if v.compile else None
 
@@ -146,6 +151,8 @@ _ALL = [
     Metric("allreduce_per_step", "all-reduce calls per optimizer step (DDP communication hook)", "count",
            _ddp("allreduce_per_step"), ".1f", short="all-reduces/step"),
     Metric("allreduce_mb_per_step", "MB all-reduced per optimizer step", "MB", _ddp("allreduce_mb_per_step"), ".2f"),
+    Metric("comm_overlap", "communication overlapped with computation, mean over ranks (HTA)", "share",
+           lambda v: _mean_overlap((v.extra.get("ddp") or {}).get("comm_overlap")), ".0%"),
     Metric("distinct_digests", "distinct parameter sets across ranks after the run (1: identical)", "count",
            _ddp("distinct_digests"), ".0f"),
     Metric("graphs", "compiled graphs", "count", _compile(lambda c: c.graphs), ".0f"),

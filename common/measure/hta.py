@@ -101,3 +101,27 @@ def _version() -> str:
         return version("traceinsight")
     except Exception:
         return "?"
+
+
+def comm_overlap(traces: dict[int, Path], device: torch.device) -> dict:
+    """HTA's communication/computation overlap of a data-parallel run, per rank (the share of the
+    communication kernels' time that overlaps computation), from every rank's trace; on a CPU run,
+    or where HTA cannot read them, the reason instead."""
+    if device.type != "cuda":
+        return {"why": "HTA reads GPU traces: a CPU run has none for it to read"}
+    if not available():
+        return {"why": "traceinsight (HolisticTraceAnalysis) is not installed: pip install traceinsight"}
+    try:
+        from hta.configs.env_options import HTAEnvOptions
+        from hta.trace_analysis import TraceAnalysis
+
+        HTAEnvOptions.instance().set_disable_ns_rounding(True)  # see the module docstring
+        quiet = io.StringIO()
+        with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            warnings.simplefilter("ignore")
+            logging.getLogger("hta").setLevel(logging.ERROR)
+            ta = TraceAnalysis(trace_files={r: str(p) for r, p in traces.items()}, trace_dir="")
+            table = ta.get_comm_comp_overlap(visualize=False)
+        return {"per_rank": {int(r): float(s) / 100 for r, s in zip(table["rank"], table["comp_comm_overlap_pctg"])}}
+    except Exception as e:  # a second opinion: its failure is reported, not fatal
+        return {"why": f"HTA failed on these traces: {type(e).__name__}: {str(e)[:200]}"}

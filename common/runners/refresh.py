@@ -59,6 +59,11 @@ def targets() -> list[Target]:
     return found
 
 
+def needs_gpus(target: Target) -> bool:
+    """A recipe launched by torchrun: its GPU report needs one GPU per rank."""
+    return target.kind == "recipe" and getattr(catalog.settings(target.name[len("recipe-"):]), "DISTRIBUTED", False)
+
+
 def committed_at(report: str) -> int:
     """Unix time of the last commit that touched reports/<report>; 0 if none (or no git)."""
     try:
@@ -128,6 +133,10 @@ def main(argv=None) -> int:
         return 0
     deadline = time.perf_counter() + args.budget
     status, done = 0, []
+    if launch.cuda_device_count() < 2:  # with fewer GPUs than ranks their pairs run on the CPU: not a GPU report
+        for t in [t for t in queue if needs_gpus(t)]:
+            print(f"skip    {t.name}: data-parallel pairs need 2 or more GPUs, one per rank", flush=True)
+        queue = [t for t in queue if not needs_gpus(t)]
     for t in queue:
         left = deadline - time.perf_counter()
         if expected_s(t, history) > left:

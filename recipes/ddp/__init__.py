@@ -7,7 +7,7 @@ MICRO_BATCHES = 4  # micro-batches per rank and optimizer step: the global batch
 # the same arithmetic in both twins, summed in another order: the gradients agree to rounding
 PARITY = {"what": "training loss (rank 0's share of the global batch)", "early_steps": 5, "early_rtol": 1e-4,
           "window": 10, "rtol": 0.01}
-EVIDENCE = ("allreduce_per_step", "allreduce_mb_per_step", "distinct_digests", "peak_mb")
+EVIDENCE = ("allreduce_per_step", "allreduce_mb_per_step", "distinct_digests", "peak_mb", "comm_overlap")
 # a global batch of 2 ranks x 4 micro-batches: churn 256 (32 per micro-batch), ResNet-18 64 on a GPU
 DEFAULTS = {"churn": {"cuda": {"batch_size": 256}, "cpu": {"batch_size": 256, "steps": 60}},
             "resnet18": {"cuda": {"batch_size": 64}, "cpu": {"batch_size": 16}, "smoke": {"batch_size": 16}}}

@@ -5,5 +5,5 @@ DISTRIBUTED = True
 # the same average per element, whatever bucket carries it: the twins agree bit for bit
 PARITY = {"what": "training loss (rank 0's share of the global batch)", "early_steps": 5, "early_rtol": 1e-5,
           "window": 10, "rtol": 0.01}
-EVIDENCE = ("allreduce_per_step", "allreduce_mb_per_step", "distinct_digests", "peak_mb")
+EVIDENCE = ("allreduce_per_step", "allreduce_mb_per_step", "distinct_digests", "peak_mb", "comm_overlap")
 DEFAULTS = {"resnet18": {"cuda": {"batch_size": 64}, "cpu": {"batch_size": 16}, "smoke": {"batch_size": 8}}}
