@@ -276,6 +276,25 @@ def hta_lines(traces: list[tuple[str, Evidence | None]], cpu: bool):
     return out
 
 
+def _ranks_lines(slow: VariantAggregate, fast: VariantAggregate) -> list[str]:
+    """A data-parallel pair (common.distributed.settle): the ranks, their parameters, HTA's overlap per rank."""
+    out = []
+    for name, v in (("slow", slow), ("fast", fast)):
+        d = v.extra.get("ddp")
+        if not d or d.get("world_size", 1) < 2:
+            continue
+        overlap = d.get("comm_overlap") or {}
+        per_rank = overlap.get("per_rank")
+        said = (", ".join(f"rank {r} {s:.0%}" for r, s in per_rank.items()) if per_rank
+                else overlap.get("why", "not read"))
+        options = ", ".join(f"{k}={x}" for k, x in (d.get("options") or {}).items()) or "DDP's defaults"
+        out.append(f"- Ranks ({name}): {d['world_size']} on {d['backend']}, {options}; parameters after the run "
+                   + ("identical on every rank" if d["distinct_digests"] == 1
+                      else f"**{d['distinct_digests']} different sets**")
+                   + f"; communication overlapped with computation (HTA): {said}")
+    return out
+
+
 def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, keys=()):
     out = [f"## {workload}", ""]
     for name, v in _variants(entry):
@@ -341,6 +360,7 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
         out.append("- On CPU the sync column counts `aten::_local_scalar_dense` (`.item()` and the like) outside "
                    "`optimizer.step()` and the data loader, whose tensors stay on the CPU in a GPU run too.")
     out += hta_lines([("slow", slow.evidence), ("fast", fast.evidence)], cpu)
+    out += _ranks_lines(slow, fast)
     notices = sorted(set(slow.notices) | set(fast.notices))
     out += [f"- Notice: {n}" for n in notices]
     out += [f"- **WARNING ({name})**: {w}" for name, v in (("slow", slow), ("fast", fast)) for w in v.warnings]
