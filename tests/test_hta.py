@@ -72,3 +72,11 @@ def test_our_reading_of_the_h100_traces():
             assert 60 <= ev["kernels_per_step"] <= 100
         else:
             assert ev["gpu_busy_ms_per_step"] / ev["profiled_step_ms"] > 0.9
+
+
+def test_the_overlap_reader_reads_a_real_gpu_trace_and_says_when_it_has_no_communication():
+    """comm_overlap (the ddp recipes' per-rank reading) on an H100 trace of one process: HTA reads it,
+    and finds no NCCL kernels to overlap."""
+    (trace,) = [t for t in TRACES if t.name == "amp_churn_fast.pt.trace.json.gz"]
+    found = hta.comm_overlap({0: trace}, torch.device("cuda"))
+    assert found == {"why": "no communication kernels in the traces"}

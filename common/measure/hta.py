@@ -16,6 +16,7 @@ stops it inflating idle time for microsecond-scale kernels.
 import contextlib
 import io
 import logging
+import math
 import warnings
 from pathlib import Path
 
@@ -47,15 +48,23 @@ def read(trace_path: Path, device: torch.device) -> HtaReading:
         return HtaReading(available=False, why=f"HTA failed on this trace: {type(e).__name__}: {str(e)[:200]}")
 
 
-def _read(path: Path) -> HtaReading:
+@contextlib.contextmanager
+def _quiet():
+    """HTA without its rounding (see the module docstring), its prints, warnings and logs."""
     from hta.configs.env_options import HTAEnvOptions
-    from hta.trace_analysis import TraceAnalysis
 
-    HTAEnvOptions.instance().set_disable_ns_rounding(True)  # see the module docstring
+    HTAEnvOptions.instance().set_disable_ns_rounding(True)
     quiet = io.StringIO()
     with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
         warnings.simplefilter("ignore")
         logging.getLogger("hta").setLevel(logging.ERROR)
+        yield
+
+
+def _read(path: Path) -> HtaReading:
+    from hta.trace_analysis import TraceAnalysis
+
+    with _quiet():
         ta = TraceAnalysis(trace_files={0: str(path)}, trace_dir="")
         trace = ta.t.get_trace(0)
         if not (trace["stream"] != -1).any():
@@ -112,16 +121,13 @@ def comm_overlap(traces: dict[int, Path], device: torch.device) -> dict:
     if not available():
         return {"why": "traceinsight (HolisticTraceAnalysis) is not installed: pip install traceinsight"}
     try:
-        from hta.configs.env_options import HTAEnvOptions
         from hta.trace_analysis import TraceAnalysis
 
-        HTAEnvOptions.instance().set_disable_ns_rounding(True)  # see the module docstring
-        quiet = io.StringIO()
-        with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-            warnings.simplefilter("ignore")
-            logging.getLogger("hta").setLevel(logging.ERROR)
+        with _quiet():
             ta = TraceAnalysis(trace_files={r: str(p) for r, p in traces.items()}, trace_dir="")
             table = ta.get_comm_comp_overlap(visualize=False)
-        return {"per_rank": {int(r): float(s) / 100 for r, s in zip(table["rank"], table["comp_comm_overlap_pctg"])}}
+        found = {int(r): float(s) / 100 for r, s in zip(table["rank"], table["comp_comm_overlap_pctg"])
+                 if math.isfinite(float(s))}  # NaN: a rank without communication kernels
+        return {"per_rank": found} if found else {"why": "no communication kernels in the traces"}
     except Exception as e:  # a second opinion: its failure is reported, not fatal
         return {"why": f"HTA failed on these traces: {type(e).__name__}: {str(e)[:200]}"}
