@@ -17,12 +17,8 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from common.env import rank_world as world  # (rank, world size)
 from common.measure import hta
-
-
-def world() -> tuple[int, int]:
-    """(rank, world size) as torchrun set them; (0, 1) in a plain process."""
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
 def init(device: torch.device) -> tuple[torch.device, list[str]]:

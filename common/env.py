@@ -50,6 +50,11 @@ def cpu_set() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
+def device_name(e) -> str:
+    """A Stamp's device in a few words: the GPU's name, or "CPU (<model>)"; "?" without a stamp."""
+    return "?" if e is None else e.gpu_name if e.device_type == "cuda" else f"CPU ({e.cpu})"
+
+
 def describe_device(env) -> str:
     """A result's Stamp as a one-line label; CPU results always say CPU."""
     if env.device_type == "cuda":
@@ -66,3 +71,8 @@ def cpu_ranges(cpus) -> str:
         else:
             out.append([c, c])
     return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in out)
+
+
+def rank_world() -> tuple[int, int]:
+    """(rank, world size) as torchrun set them; (0, 1) in a plain process."""
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))

@@ -110,7 +110,7 @@ class Run:
         self.pair = pair or workload  # churn_serving: a second churn pair of the same recipe
         self.args, self.smoke = args, args.smoke
         self.device, self.notices = resolve_device(args.device)
-        self.rank, self.world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+        self.rank, self.world = env.rank_world()
         if self.world > 1:  # under torchrun: join the process group (common/distributed.py)
             from common import distributed
 

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common import env
+
 MARK = "cookbook-facts"
 ARCHIVE = "archive/h100-2026-11-22"
 # the archived pairs that measured something else than today's pair (reports/archive/.../ARCHIVE.md):
@@ -29,8 +31,8 @@ def stamp_facts(e) -> dict:
     """A Stamp's device and provenance, as the facts line keeps them."""
     if e is None:
         return {"device": None, "device_type": None, "date": None, "commit": None}
-    label = e.gpu_name if e.device_type == "cuda" else f"CPU ({e.cpu})"
-    return {"device": label, "device_type": e.device_type, "date": (e.date or "")[:10], "commit": e.git_commit}
+    return {"device": env.device_name(e), "device_type": e.device_type, "date": (e.date or "")[:10],
+            "commit": e.git_commit}
 
 
 def recipe_facts(comparison) -> dict:

@@ -6,6 +6,8 @@ import os
 
 import torch
 
+from common.env import rank_world
+
 ENV = "COOKBOOK_FAULT"
 
 
@@ -17,7 +19,7 @@ def planned(variant: str, pair: str, workload: str | None = None) -> str | None:
     want, _, rank = rest.partition(":")
     if not spec or want_variant != variant or want not in ("", pair, workload):
         return None
-    if rank and rank != os.environ.get("RANK", "0"):
+    if rank and rank != str(rank_world()[0]):
         return None
     return kind
 

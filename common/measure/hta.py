@@ -35,13 +35,20 @@ def available() -> bool:
     return True
 
 
+def _unreadable(device: torch.device) -> str | None:
+    """Why HTA has nothing to read here, or None."""
+    if device.type != "cuda":
+        return "HTA reads GPU traces: a CPU run has none for it to read"
+    if not available():
+        return "traceinsight (HolisticTraceAnalysis) is not installed: pip install traceinsight"
+    return None
+
+
 def read(trace_path: Path, device: torch.device) -> HtaReading:
     """HTA's reading of one trace; never raises (the run's own evidence stands)."""
-    if device.type != "cuda":
-        return HtaReading(available=False, why="HTA reads GPU traces: a CPU run has none for it to read")
-    if not available():
-        return HtaReading(available=False,
-                          why="traceinsight (HolisticTraceAnalysis) is not installed: pip install traceinsight")
+    why = _unreadable(device)
+    if why:
+        return HtaReading(available=False, why=why)
     try:
         return _read(Path(trace_path))
     except Exception as e:  # HTA is a second opinion: its failure is reported, not fatal
@@ -116,10 +123,9 @@ def comm_overlap(traces: dict[int, Path], device: torch.device) -> dict:
     """HTA's communication/computation overlap of a data-parallel run, per rank (the share of the
     communication kernels' time that overlaps computation), from every rank's trace; on a CPU run,
     or where HTA cannot read them, the reason instead."""
-    if device.type != "cuda":
-        return {"why": "HTA reads GPU traces: a CPU run has none for it to read"}
-    if not available():
-        return {"why": "traceinsight (HolisticTraceAnalysis) is not installed: pip install traceinsight"}
+    why = _unreadable(device)
+    if why:
+        return {"why": why}
     try:
         from hta.trace_analysis import TraceAnalysis
 

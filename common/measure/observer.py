@@ -21,7 +21,6 @@ import contextlib
 import math
 import os
 import runpy
-import signal
 import sys
 import time
 import traceback
@@ -39,18 +38,18 @@ from common.analysis.results import (
     Config,
     Evidence,
     Observation,
-    PhaseEvidence,
     RunResult,
     Timing,
     write_result,
 )
 from common.cli import OneLineParser, add_doctor_flags
-from common.measure import cpu_time, hta, memory, settings, stamp
+from common.measure import cpu_time, memory, settings, stamp
 from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
-from common.measure.profiling import mark_rank, op_views, profiler, trace_evidence
-from common.measure.stages import PHASES, Phases, compile_stats, eager_compiled, shut_down
-from common.measure.timing import PhaseTimer, StepTimer, synchronize
+from common.measure.process import interrupt_on_sigterm
+from common.measure.profiling import mark_rank, profiler
+from common.measure.stages import Phases, compile_stats, eager_compiled, read_evidence, shut_down
+from common.measure.timing import PhaseTimer, StepTimer, data_shares, synchronize
 
 MIN_TIMED = 3  # fewer timed steps than this make no report
 NO_STEP_AFTER = 200  # model calls or batches with no optimizer.step(): the script needs --step
@@ -319,11 +318,10 @@ class Observer:
         cpu_ms, worker_ms = self.cpu.ms_per_step(n)
         peak = memory.timed_peak(self.device, self.phases.timer)
         phase_ms = {p: ms[:n] for p, ms in self.phases.timer.phase_ms().items()}
-        host = self.data_host[:n]
-        host_share = sum(host) / wall_s if wall_s else None
-        data_ms = phase_ms.get("data")
-        wait = (sum(data_ms) / sum(step_ms) if data_ms and sum(step_ms) else 0.0) if self.device.type == "cuda" \
-            else host_share
+        # the data phase's CUDA events measure the GPU's wait across the fetch, as DataTimer's do
+        host_median_ms, host_share, wait = data_shares([h * 1000 for h in self.data_host[:n]],
+                                                       phase_ms.get("data") if self.device.type == "cuda" else None,
+                                                       step_ms, wall_s)
         batch = self.batch_size or 1
         per_step = self.timed_batches / n if self.loaders else 1.0
         if per_step > 1.05:  # gradient accumulation: a step holds several of the loader's batches
@@ -337,7 +335,7 @@ class Observer:
         timing = Timing(step_ms=step_ms, summary=stats.summarize(step_ms, batch), warmup_steps=self.args.warmup,
                         warmup_s=self.warm_s, first_step_s=self.first_step_s, timed_wall_s=wall_s,
                         cpu_ms_per_step=cpu_ms, worker_cpu_ms_per_step=worker_ms,
-                        host_data_ms_median=float(sorted(host)[len(host) // 2]) * 1000 if host else None,
+                        host_data_ms_median=host_median_ms,
                         host_data_share=host_share, data_wait_share=wait,
                         phase_ms={p: stats.summarize(ms, batch) for p, ms in phase_ms.items()},
                         phase_peak_mb=self.phases.timer.peaks or None)
@@ -440,14 +438,8 @@ class Observer:
         return obs
 
     def _evidence(self) -> Evidence | None:
-        trace = Path(self.prof.trace_path)
-        if not trace.exists():
-            return None
-        found = trace_evidence(trace, self.device, PHASES)
-        found["phases"] = {p: PhaseEvidence(**v) for p, v in found["phases"].items()}
-        steps = max(found["profiled_steps"], 1)
-        return Evidence(trace=str(trace), **found, views=op_views(self.prof, self.device, steps, set(PHASES)),
-                        hta=hta.read(trace, self.device))
+        """The profiled steps' evidence, over as many steps as the trace holds (the script may have ended early)."""
+        return read_evidence(self.prof, self.device) if Path(self.prof.trace_path).exists() else None
 
 
 class Watched:
@@ -503,14 +495,10 @@ def parse_args(argv):
     return args
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt  # a kill ends like Ctrl-C: nothing written
-
-
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     script = Path(args.script)
-    signal.signal(signal.SIGTERM, _terminate)
+    interrupt_on_sigterm()  # a kill ends like Ctrl-C: nothing written
     os.environ[env.PLAIN_ENV] = "1"  # a harness script steps aside (harness.Run.loop)
     sys.argv = [str(script), *args.script_args]
     sys.path.insert(0, str(script.parent))  # as `python train.py` puts its folder first

@@ -34,6 +34,11 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt  # a kill ends like Ctrl-C: nothing half-written
 
 
+def interrupt_on_sigterm() -> None:
+    """A kill (SIGTERM) ends the process like Ctrl-C."""
+    signal.signal(signal.SIGTERM, _terminate)
+
+
 class Hooks:
     """The process-wide handlers of a harness script: input problems are one line, not a stack
     trace; running out of memory is a result (run.write_oom); anything else keeps its trace."""

@@ -15,6 +15,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from common.analysis.results import KindRow, KindView, MemoryArtifacts, OpRow, OpView, OpViews
+from common.env import rank_world
 
 # host-blocking CUDA runtime calls; .item() on CUDA shows up as a cudaStreamSynchronize
 SYNC_APIS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
@@ -55,7 +56,7 @@ def mark_rank(prof) -> None:
     """HolisticTraceAnalysis reads a trace per rank; without this it warns and guesses rank 0. The
     profiler keeps metadata only while it records, so this is called after every profiled step.
     Under torchrun, the rank and world size it set."""
-    rank, size = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    rank, size = rank_world()
     prof.add_metadata_json("distributedInfo", json.dumps({"rank": rank, "world_size": size}))
 
 

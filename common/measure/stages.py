@@ -156,13 +156,20 @@ def profiled(feed: Callable, device: torch.device, steps: int, trace_dir: Path, 
             prof.step()
             mark_rank(prof)
         phases.profiling = False
-    found = trace_evidence(prof.trace_path, device, PHASES)
-    found["phases"] = {p: PhaseEvidence(**v) for p, v in found["phases"].items()}
-    evidence = Evidence(trace=str(prof.trace_path), **found, views=op_views(prof, device, steps, set(PHASES)),
-                        hta=hta.read(prof.trace_path, device))
+    evidence = read_evidence(prof, device, steps)
     if memory_dir is not None:
         evidence.memory = memory_artifacts(prof, memory_dir, worker, device, snapshot)
     return evidence
+
+
+def read_evidence(prof, device: torch.device, steps: int | None = None) -> Evidence:
+    """What a finished profiler's trace shows, per step: the trace's counts and times, the seed's op
+    views and HTA's reading. `steps`: the profiled steps (default: as many as the trace holds)."""
+    found = trace_evidence(prof.trace_path, device, PHASES)
+    found["phases"] = {p: PhaseEvidence(**v) for p, v in found["phases"].items()}
+    n = steps or max(found["profiled_steps"], 1)
+    return Evidence(trace=str(prof.trace_path), **found, views=op_views(prof, device, n, set(PHASES)),
+                    hta=hta.read(prof.trace_path, device))
 
 
 def counted(feed: Callable, recorded_flops: float | None) -> Stage:

@@ -139,11 +139,15 @@ class DataTimer:
         return [a.elapsed_time(b) for a, b in zip(self.before, self.after)]
 
     def shares(self, step_ms: list[float], wall_s: float) -> tuple[float, float | None, float | None]:
-        """The host's median ms in next(), its share of the stretch's wall time, and the share of the
-        step time the device waited for data: on CUDA the GPU's time between the events (the host's
-        includes blocking on a full launch queue), on a CPU the host's share."""
-        host_ms, device_ms = self.host_ms(), self.device_ms()
-        host_share = sum(host_ms) / (wall_s * 1000) if wall_s else None
-        total_ms = sum(step_ms)
-        wait_share = host_share if device_ms is None else (sum(device_ms) / total_ms if total_ms else None)
-        return float(np.median(host_ms)), host_share, wait_share
+        return data_shares(self.host_ms(), self.device_ms(), step_ms, wall_s)
+
+
+def data_shares(host_ms: list[float], device_ms: list[float] | None, step_ms: list[float],
+                wall_s: float) -> tuple[float, float | None, float | None]:
+    """The host's median ms fetching batches, its share of the stretch's wall time, and the share of
+    the step time the device waited for data: on CUDA the GPU's time across the fetch (`device_ms`;
+    the host's includes blocking on a full launch queue), on a CPU the host's share."""
+    host_share = sum(host_ms) / (wall_s * 1000) if wall_s else None
+    total_ms = sum(step_ms)
+    wait_share = host_share if device_ms is None else (sum(device_ms) / total_ms if total_ms else None)
+    return float(np.median(host_ms)), host_share, wait_share

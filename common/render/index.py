@@ -66,10 +66,6 @@ def latest(reports_dir: Path) -> dict:
     return found
 
 
-def device_name(e) -> str:
-    return "?" if e is None else e.gpu_name if e.device_type == "cuda" else f"CPU ({e.cpu})"
-
-
 def rows(comparisons: dict) -> list[Row]:
     out = []
     for recipe, c in comparisons.items():
@@ -78,7 +74,7 @@ def rows(comparisons: dict) -> list[Row]:
             continue
         for workload, entry in c.workloads.items():
             v = entry.slow or entry.fast
-            row = Row(recipe=recipe, workload=workload, device=device_name(v.env if v else None),
+            row = Row(recipe=recipe, workload=workload, device=env.device_name(v.env if v else None),
                       date=v.env.date[:10] if v else "?", smoke=c.smoke)
             goal = goals.goal_of(recipe, workload)
             row.goal = f"{goals.describe(goal)}: {goals.judge(goal, entry)}" if goal else ""
@@ -136,7 +132,7 @@ def _beyond_recipes(reports_dir: Path) -> list[str]:
                 rungs = [r for r in read_result(path, LadderSummary, "make ladder").rungs if r.status == "ok"]
                 last = rungs[-1]
                 head = (f"{len(rungs)} rungs; the last ({last.name}) {last.aggregate.throughput_per_s:,.0f} samples/s, "
-                        f"{last.cumulative or 0:.1f}x the naive pipeline on {device_name(last.aggregate.env)}")
+                        f"{last.cumulative or 0:.1f}x the naive pipeline on {env.device_name(last.aggregate.env)}")
             except (CookbookError, IndexError, TypeError, KeyError):
                 head = "unreadable results: re-run make ladder"
             out.append(f"- [Ladder: {w}](ladder_{w}.md): {head}")

@@ -69,12 +69,7 @@ def main(argv=None) -> int:
     flags += data + args.script_args
     print(f"diagnose {name}: running {' '.join(target)} with per-phase timing (log: {out_dir / 'result.log'})",
           flush=True)
-
-    def echo(line):
-        if not line.startswith(("USDT", "[W", "ERROR:")):
-            print("  " + line.rstrip(), flush=True)
-
-    outcome = launch.child(target, flags, out_dir / "result.json", cpus=cpus, echo=echo,
+    outcome = launch.child(target, flags, out_dir / "result.json", cpus=cpus, echo=launch.echo,
                             rerun=f"make diagnose-{workload}")
     if outcome.kind != "ok":
         why = (f"ran out of memory ({outcome.result.oom.stage})" if outcome.kind == "oom"

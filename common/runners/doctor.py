@@ -51,12 +51,6 @@ def parse_args(argv):
     return args
 
 
-def echo(line: str) -> None:
-    """The script's own output as it comes, less the profiler's and the CUDA runtime's chatter."""
-    if not line.startswith(("USDT", "[W", "ERROR:")):
-        print("  " + line.rstrip(), flush=True)
-
-
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
@@ -71,7 +65,7 @@ def main(argv=None) -> int:
     print(f"doctor: running {shlex.join([os.path.relpath(script), *args.script_args])} "
           f"(log: {out_dir / 'observation.log'})", flush=True)
     outcome = launch.child(["-m", "common.measure.observer"], flags, out_dir / "observation.json", cpus=cpus,
-                           echo=echo, read=None, cwd=Path.cwd())
+                           echo=launch.echo, read=None, cwd=Path.cwd())
     if outcome.kind != "ok":
         print(f"doctor: the script failed (exit {outcome.returncode}) after {outcome.seconds:.0f} s; "
               f"its output: {outcome.log}; no report written", file=sys.stderr)

@@ -79,18 +79,15 @@ def check_data(values: list[str], workloads) -> None:
 
 
 @cache
-def cuda_available() -> bool:
-    """Asked of a child process: the runner itself never imports torch nor holds a CUDA context."""
-    probe = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"
-    return subprocess.run([sys.executable, "-c", probe], cwd=env.REPO_ROOT, capture_output=True).returncode == 0
-
-
-@cache
 def cuda_device_count() -> int:
-    """The GPUs a child process sees (the runner never imports torch)."""
+    """The GPUs a child process sees: the runner itself never imports torch nor holds a CUDA context."""
     probe = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
     out = subprocess.run([sys.executable, "-c", probe], cwd=env.REPO_ROOT, capture_output=True, text=True).stdout
-    return int(out.strip() or 0) if out.strip().isdigit() else 0
+    return int(out.strip()) if out.strip().isdigit() else 0
+
+
+def cuda_available() -> bool:
+    return cuda_device_count() > 0
 
 
 def use_cuda(device: str) -> bool:
@@ -185,6 +182,12 @@ class Outcome:
 
 def _pin(cpus):
     return (lambda: os.sched_setaffinity(0, cpus)) if cpus and hasattr(os, "sched_setaffinity") else None
+
+
+def echo(line: str) -> None:
+    """A child's output as it comes, indented, less the profiler's and the CUDA runtime's chatter."""
+    if not line.startswith(("USDT", "[W", "ERROR:")):
+        print("  " + line.rstrip(), flush=True)
 
 
 def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, rerun="make recipe-<name>",

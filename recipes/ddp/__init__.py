@@ -13,13 +13,15 @@ DEFAULTS = {"churn": {"cuda": {"batch_size": 256}, "cpu": {"batch_size": 256, "s
             "resnet18": {"cuda": {"batch_size": 64}, "cpu": {"batch_size": 16}, "smoke": {"batch_size": 16}}}
 
 
-def rank_micro_batches(tensors, rank: int, world: int):
+def rank_micro_batches(tensors):
     """This rank's share of the global batch, as MICRO_BATCHES equal micro-batches (each tensor alike)."""
-    parts = world * MICRO_BATCHES
+    from common.distributed import rank_share, world  # torch: the scripts' import, not the runner's
+
+    _, size = world()
+    parts = size * MICRO_BATCHES
     if tensors[0].shape[0] % parts:
         from common.errors import CookbookError
 
         raise CookbookError(f"--batch-size {tensors[0].shape[0]}: the ddp pairs split the global batch into "
-                            f"{world} ranks x {MICRO_BATCHES} micro-batches; give a multiple of {parts}")
-    share = [t.chunk(world)[rank] for t in tensors]
-    return list(zip(*(t.chunk(MICRO_BATCHES) for t in share)))
+                            f"{size} ranks x {MICRO_BATCHES} micro-batches; give a multiple of {parts}")
+    return list(zip(*(t.chunk(MICRO_BATCHES) for t in rank_share(*tensors))))

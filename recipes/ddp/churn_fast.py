@@ -20,7 +20,7 @@ batches = data.device_batches(run, features, targets)  # the global batch, alike
 for x, y in run.loop(batches):
     optimizer.zero_grad(set_to_none=True)
     loss = 0.0  # this rank's share of the global batch's mean loss
-    for i, (x_part, y_part) in enumerate(rank_micro_batches((x, y), run.rank, run.world)):  # i: which one
+    for i, (x_part, y_part) in enumerate(rank_micro_batches((x, y))):  # i: which one
         with distributed.no_sync(model, unless=i == MICRO_BATCHES - 1):  # all-reduce after the last one only
             with run.phase("forward"):
                 part = criterion(model(x_part).squeeze(1), y_part) / MICRO_BATCHES

@@ -20,7 +20,7 @@ batches = data.device_batches(run, features, targets)  # the global batch, alike
 for x, y in run.loop(batches):
     optimizer.zero_grad(set_to_none=True)
     loss = 0.0  # this rank's share of the global batch's mean loss
-    for x_part, y_part in rank_micro_batches((x, y), run.rank, run.world):
+    for x_part, y_part in rank_micro_batches((x, y)):
         with run.phase("forward"):
             part = criterion(model(x_part).squeeze(1), y_part) / MICRO_BATCHES
         with run.phase("backward"):

@@ -20,7 +20,7 @@ batches = data.cifar10_train_batches(run)  # the global batch, alike on every ra
 for images, labels in run.loop(batches):
     optimizer.zero_grad(set_to_none=True)
     loss = 0.0  # this rank's share of the global batch's mean loss
-    parts = rank_micro_batches((images, labels), run.rank, run.world)
+    parts = rank_micro_batches((images, labels))
     for i, (images_part, labels_part) in enumerate(parts):  # i: which micro-batch
         with distributed.no_sync(model, unless=i == MICRO_BATCHES - 1):  # all-reduce after the last one only
             with run.phase("forward"):

@@ -20,7 +20,7 @@ batches = data.cifar10_train_batches(run)  # the global batch, alike on every ra
 for images, labels in run.loop(batches):
     optimizer.zero_grad(set_to_none=True)
     loss = 0.0  # this rank's share of the global batch's mean loss
-    parts = rank_micro_batches((images, labels), run.rank, run.world)
+    parts = rank_micro_batches((images, labels))
     for images_part, labels_part in parts:
         with run.phase("forward"):
             part = criterion(model(images_part), labels_part) / MICRO_BATCHES

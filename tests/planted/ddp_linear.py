@@ -21,8 +21,7 @@ data = torch.Generator().manual_seed(1)
 for _ in range(5):
     x, y = torch.randn(64, 16, generator=data), torch.randn(64, 1, generator=data)
     optimizer.zero_grad()
-    share = [t.chunk(world)[rank] for t in (x, y)]
-    for i, (xp, yp) in enumerate(zip(*(t.chunk(K) for t in share))):
+    for i, (xp, yp) in enumerate(zip(*(t.chunk(K) for t in distributed.rank_share(x, y)))):
         with distributed.no_sync(model, unless=i == K - 1):
             (torch.nn.functional.mse_loss(model(xp), yp) / K).backward()
     optimizer.step()
