@@ -1,5 +1,8 @@
 import pickle
 import shutil
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -34,6 +37,24 @@ def test_torchvision_reads_them_with_only_the_checksums_swapped(small_root):
     assert img.size == (32, 32) and 0 <= label < 10
     with pytest.raises(RuntimeError):  # the real class rejects them: md5 sums differ
         CIFAR10(root=str(small_root), train=True)
+
+
+def test_a_writer_that_waited_for_the_lock_leaves_a_folder_written_meanwhile(tmp_path):
+    """torchrun's ranks write the synthetic set at once: the one that waited must not replace (and so
+    delete under the other's reader) the folder the first one finished."""
+    from common.analysis.results import file_lock
+
+    code = f"from common.workloads import cifar10; cifar10.write_synthetic({str(tmp_path)!r}, per_file=3)"
+    with file_lock(tmp_path / ".cifar10.lock"):
+        waiter = subprocess.Popen([sys.executable, "-c", code])
+        time.sleep(1.0)
+        assert not list(tmp_path.glob(".cifar10-*")), "the second writer wrote without the lock"
+        cifar10._write(tmp_path / cifar10.BATCHES, seed=0, per_file=2)  # the first writer's folder
+        first = (tmp_path / cifar10.BATCHES / "data_batch_2").stat().st_ino
+    assert waiter.wait(timeout=60) == 0
+    assert (tmp_path / cifar10.BATCHES / "data_batch_2").stat().st_ino == first
+    with open(tmp_path / cifar10.BATCHES / "data_batch_2", "rb") as f:
+        assert len(pickle.load(f, encoding="latin1")["labels"]) == 2
 
 
 def test_a_folder_with_a_missing_batch_is_a_clear_error(small_root, tmp_path):

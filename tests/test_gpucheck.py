@@ -38,11 +38,13 @@ def test_without_cuda_it_says_to_use_a_gpu_or_smoke(tmp_path):
 
 
 def test_one_line_per_target_ok_or_failed_with_its_log(tmp_path):
-    proc = _check(tmp_path, "--smoke", "--only", "recipe-folded_ops,recipe-set_to_none", "--jobs", "2",
-                  env={"COOKBOOK_FAULT": "crash:slow:resnet18"})  # set_to_none has a resnet18 pair; folded_ops not
+    # the two cheapest targets: the fault crashes the measured baseline (variant "mlp"); the doctor runs
+    # the same script plain, where no fault is planted
+    proc = _check(tmp_path, "--smoke", "--only", "diagnose-churn,doctor-churn", "--jobs", "2",
+                  env={"COOKBOOK_FAULT": "crash:mlp:churn"})
     lines = proc.stdout.splitlines()
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert any(line.startswith("ok      recipe-folded_ops") for line in lines)
-    failed = next(line for line in lines if line.startswith("FAILED  recipe-set_to_none"))
-    assert "exit 1" in failed and "(log: " in failed and (tmp_path / "logs" / "recipe-set_to_none.log").exists()
-    assert lines[-1] == "gpu-check: 1 of 2 ok; failed: recipe-set_to_none"
+    assert any(line.startswith("ok      doctor-churn") for line in lines)
+    failed = next(line for line in lines if line.startswith("FAILED  diagnose-churn"))
+    assert "exit 1" in failed and "(log: " in failed and (tmp_path / "logs" / "diagnose-churn.log").exists()
+    assert lines[-1] == "gpu-check: 1 of 2 ok; failed: diagnose-churn"

@@ -13,8 +13,6 @@ Every input (the runner's flags, each --data path, the flags after -- as the scr
 reports folder) is checked before the first run starts and before anything is written.
 """
 import argparse
-import contextlib
-import fcntl
 import signal
 import sys
 from dataclasses import dataclass
@@ -23,7 +21,14 @@ from pathlib import Path
 from common import catalog, env
 from common.analysis import stats
 from common.analysis.aggregate import aggregate, parity, parity_failure
-from common.analysis.results import Comparison, ComparisonRounds, MemoryBudget, WorkloadComparison, write_result
+from common.analysis.results import (
+    Comparison,
+    ComparisonRounds,
+    MemoryBudget,
+    WorkloadComparison,
+    file_lock,
+    write_result,
+)
 from common.cli import (
     OneLineParser,
     check_script_flags,
@@ -213,21 +218,6 @@ def summarize_workload(runs_by_variant, rule, reason="", looks=1) -> WorkloadCom
         entry.speedup = stats.speedup(entry.slow.process_medians_ms, entry.fast.process_medians_ms, looks=looks)
         entry.parity = parity(runs_by_variant["slow"][0], runs_by_variant["fast"][0], rule)
     return entry
-
-
-@contextlib.contextmanager
-def file_lock(path: Path, blocking: bool = True):
-    """An advisory lock (flock) on path; yields False when non-blocking and someone else holds it."""
-    with open(path, "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def make_counter(plan: Plan) -> launch.Counter:

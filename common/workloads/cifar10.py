@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from common import env
+from common.analysis.results import file_lock
 from common.errors import CookbookError
 from common.workloads import datasource
 
@@ -38,16 +39,30 @@ def _dataset_class(verify_checksums: bool):
 
 
 def write_synthetic(root: Path, seed: int = 0, per_file: int = PER_FILE) -> Path:
-    """Write class-dependent images (a smooth per-class template + noise) in the real format."""
+    """Write class-dependent images (a smooth per-class template + noise) in the real format.
+
+    Under a lock: the ranks of a torchrun launch all come here at once, and one must not replace the
+    folder while another reads it."""
     root = Path(root)
     final = root / BATCHES
-    if all((final / f).exists() for f in ALL_FILES):
+    if _complete(final):
         return root
+    root.mkdir(parents=True, exist_ok=True)
+    with file_lock(root / ".cifar10.lock"):
+        if not _complete(final):  # else another process wrote it while this one waited
+            _write(final, seed, per_file)
+    return root
+
+
+def _complete(folder: Path) -> bool:
+    return all((folder / f).exists() for f in ALL_FILES)
+
+
+def _write(final: Path, seed: int, per_file: int) -> None:
     rng = np.random.default_rng(seed)
     # low-frequency colour templates, one per class, upsampled from 4x4 to 32x32
     templates = rng.integers(0, 256, (10, 4, 4, 3)).repeat(8, axis=1).repeat(8, axis=2).astype(np.float32)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".cifar10-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=".cifar10-", dir=final.parent))
     try:
         for name in TRAIN_FILES + ["test_batch"]:
             labels = rng.integers(0, 10, per_file)
@@ -70,7 +85,6 @@ def write_synthetic(root: Path, seed: int = 0, per_file: int = PER_FILE) -> Path
         tmp.rename(final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return root
 
 
 # torchvision's CIFAR10.train_list, test_list and meta md5 sums (tests/test_errors.py holds them
