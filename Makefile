@@ -90,6 +90,9 @@ diff-%: $(SETUP) ## print each slow/fast pair of a recipe side by side (e.g. mak
 report-%: $(SETUP) ## re-render reports/<recipe>.md from the saved results
 	$(PY) -m common.render.report $*
 
+ncu-%: $(SETUP) ## the heaviest kernels of one step of each twin under Nsight Compute -> reports/ncu_<recipe>.md (needs ncu and a GPU)
+	@$(TIMED) $(PY) -m common.runners.ncu $* $(ARGS)
+
 nsys-%: $(SETUP) ## run a recipe's pairs under Nsight Systems with NVTX ranges (needs nsys)
 	$(PY) -m common.runners.nsys $* $(ARGS)
 

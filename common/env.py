@@ -8,11 +8,18 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # set by the doctor's child (common.measure.observer): a harness script runs as a plain one, its
 # loop handing out batches without measuring, so that the doctor's measurement is the only one
 PLAIN_ENV = "COOKBOOK_PLAIN"
+KERNEL_STEP_ENV = "COOKBOOK_KERNEL_STEP"  # the timed step make ncu-<recipe> profiles (common.runners.ncu)
 
 
 def run_id() -> str:
     """A name for one invocation's results folder: UTC time and pid, so that runs never collide."""
     return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
+
+
+def kernel_step() -> int | None:
+    """The timed step whose kernels a kernel profiler records (KERNEL_STEP_ENV), or None."""
+    value = os.environ.get(KERNEL_STEP_ENV, "")
+    return int(value) if value.isdigit() else None
 
 
 def data_dir() -> Path:

@@ -15,11 +15,13 @@ def test_the_check_covers_every_recipe_sweep_ladder_and_diagnosis(tmp_path):
     names = [t.name for t in gpucheck.targets(smoke=False, out=tmp_path)]
     sweeps = catalog.swept()
     assert names == ["tests", *[f"recipe-{r}" for r in catalog.available()], *[f"sweep-{r}" for r in sweeps],
-                     "ladder", "diagnose-churn", "diagnose-resnet18", "doctor-churn", "doctor-resnet18"]
+                     "ladder", "diagnose-churn", "diagnose-resnet18", "doctor-churn", "doctor-resnet18", "ncu-amp"]
     for t in gpucheck.targets(smoke=False, out=tmp_path)[1:]:
         assert str(tmp_path) in t.cmd  # never over the committed reports
-        assert "--smoke" not in t.cmd and ("20" in t.cmd or "10" in t.cmd)  # a GPU's few steps
-    assert all("--smoke" in t.cmd for t in gpucheck.targets(smoke=True, out=tmp_path)[1:])
+        assert "--smoke" not in t.cmd
+        assert "20" in t.cmd or "10" in t.cmd or t.name == "ncu-amp"  # a GPU's few steps (ncu: 2 timed, 1 profiled)
+    smoke = gpucheck.targets(smoke=True, out=tmp_path)
+    assert all("--smoke" in t.cmd for t in smoke[1:]) and "ncu-amp" not in [t.name for t in smoke]  # ncu: CUDA only
 
 
 def _check(tmp_path, *flags, env=None):

@@ -16,7 +16,17 @@ def test_every_recipe_sweep_ladder_and_diagnosis_is_a_target_with_its_report():
     assert by_name["sweep-amp"].report == "sweep_amp.md" and "sweep-set_to_none" not in by_name  # no sweep there
     assert by_name["ladder-resnet18"].cmd[-1] == "resnet18" and by_name["diagnose-churn"].report == "baseline_churn.md"
     assert by_name["doctor-resnet18"].report.startswith("doctor_resnet18_cifar10_")  # the README's doctor example
+    assert by_name["ncu-amp"].report == "ncu_amp.md" and by_name["ncu-amp"].cmd == ["-m", "common.runners.ncu", "amp"]
     assert refresh.needs_gpus(by_name["recipe-ddp"]) and not refresh.needs_gpus(by_name["recipe-amp"])
+
+
+def test_a_target_this_machine_cannot_report_is_skipped_with_the_reason():
+    by_name = {t.name: t for t in refresh.targets()}
+    assert "2 or more GPUs" in refresh.why_not_here(by_name["recipe-ddp"], gpus=1, ncu_found=True)
+    assert refresh.why_not_here(by_name["recipe-ddp"], gpus=2, ncu_found=False) is None
+    assert "not on PATH" in refresh.why_not_here(by_name["ncu-amp"], gpus=1, ncu_found=False)
+    assert refresh.why_not_here(by_name["ncu-amp"], gpus=1, ncu_found=True) is None
+    assert refresh.why_not_here(by_name["recipe-amp"], gpus=1, ncu_found=False) is None
 
 
 def test_missing_reports_come_first_then_the_oldest():

@@ -1,4 +1,5 @@
-"""NVTX ranges for Nsight Systems: the `nvtx` package when installed, else torch.cuda.nvtx.
+"""What the NVIDIA tools see of a run: NVTX ranges for Nsight Systems and Nsight Compute (the `nvtx`
+package when installed, else torch.cuda.nvtx), and the window of one step for a kernel profiler.
 
 Ranges are only emitted on CUDA; on CPU they are no-ops and the run's notices say so once.
 """
@@ -40,3 +41,18 @@ class Ranges:
             yield
         finally:
             self._pop()
+
+
+@contextlib.contextmanager
+def kernel_window(device: torch.device, active: bool):
+    """cudaProfilerStart/Stop around one step, for `ncu --profile-from-start off`: every kernel of the
+    step, the backward's too (autograd launches those from its own thread, outside this thread's NVTX
+    ranges). A no-op unless active on CUDA."""
+    if not active or device.type != "cuda":
+        yield
+        return
+    torch.cuda.profiler.start()
+    try:
+        yield
+    finally:
+        torch.cuda.profiler.stop()

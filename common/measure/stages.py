@@ -15,10 +15,11 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from common import env
 from common.analysis import stats
 from common.analysis.results import CompileStats, Evidence, PhaseEvidence, Timing
 from common.measure import cpu_time, hta, memory
-from common.measure.nvtx import Ranges
+from common.measure.nvtx import Ranges, kernel_window
 from common.measure.profiling import mark_rank, memory_artifacts, op_views, profiler, trace_evidence
 from common.measure.timing import DataTimer, PhaseTimer, StepTimer, synchronize
 
@@ -113,12 +114,13 @@ def timed(feed: Callable, device: torch.device, n: int, batch_size: int, warm: W
     memory.reset_peak(device)
     timer, data = StepTimer(device, n), DataTimer(device, n)
     cpu = cpu_time.Clock()
+    kernel_step = env.kernel_step()
     t0 = time.perf_counter()
     with watch:
         for i in range(n):
             timer.start(i)
             phases.step = i
-            with phases.ranges.range(f"step {i}"):
+            with phases.ranges.range(f"step {i}"), kernel_window(device, i == kernel_step):
                 data.start(i)
                 batch = feed()
                 data.stop(i)

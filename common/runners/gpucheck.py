@@ -3,7 +3,8 @@
     python -m common.runners.gpucheck [--budget SECONDS] [--jobs N] [--only TARGET,...] [--smoke] [--list]
 
 Runs the GPU-relevant tests, every recipe, every sweep (both ends of its range), the ladders, both
-diagnoses and (inside the checkpointing recipe) the memory-budget search, each once with few steps,
+diagnoses, the doctor on both baselines, amp's ResNet-18 kernels under ncu, and (inside the
+checkpointing recipe) the memory-budget search, each once with few steps,
 a few targets at a time (`--jobs`: about 110 processes start, each paying torch's import and CUDA's
 start-up, so one at a time would not fit a 10-minute call; timings here mean nothing, they are not
 the point), and prints one line per target as it ends: ok, or what failed with the last line it
@@ -56,6 +57,9 @@ def targets(smoke: bool, out: Path) -> list[Target]:
     found += [Target(f"doctor-{w}", ["-m", "common.runners.doctor", f"baselines/{script}.py", "--reports-dir", str(out),
                                      *DOCTOR_FEW, *(["--", *size] if size else [])])
               for w, script in (("churn", "churn_mlp"), ("resnet18", "resnet18_cifar10"))]
+    if not smoke:  # ncu profiles CUDA kernels only: one pair's step, each kernel replayed
+        found.append(Target("ncu-amp", ["-m", "common.runners.ncu", "amp", "--workloads", "resnet18",
+                                        "--reports-dir", str(out), "--", "--warmup", "3"]))
     return found
 
 

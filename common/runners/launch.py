@@ -191,14 +191,15 @@ def echo(line: str) -> None:
 
 
 def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, rerun="make recipe-<name>",
-          read=RunResult, cwd=None) -> Outcome:
+          read=RunResult, cwd=None, under=(), extra_env=None) -> Outcome:
     """Run `python <target> --out OUT <flags>` in its own process (target: ["-m", "module"] or a path),
     pinned to `cpus`, its output in OUT.log; echo(line) sees each line as it comes when given.
-    read: the record OUT holds (None: the caller reads it); cwd: the child's folder (the repo's root)."""
+    read: the record OUT holds (None: the caller reads it); cwd: the child's folder (the repo's root);
+    under: a tool that runs python (["ncu", ...flags]); extra_env: variables for the child."""
     out = Path(out)
     log = out.with_suffix(".log")
-    cmd = [sys.executable, *target, "--out", str(out), *flags]
-    child_env = {**os.environ, "PYTHONUNBUFFERED": "1",
+    cmd = [*under, sys.executable, *target, "--out", str(out), *flags]
+    child_env = {**os.environ, **(extra_env or {}), "PYTHONUNBUFFERED": "1",
                  "PYTHONPATH": os.pathsep.join(p for p in (str(env.REPO_ROOT), os.environ.get("PYTHONPATH")) if p)}
     t0 = time.perf_counter()
     with open(log, "w") as f:

@@ -3,8 +3,9 @@ is missing or oldest first, so that each short stretch of GPU time ends with rep
 
     python -m common.runners.refresh [--budget SECONDS] [--only NAME,...] [--dry-run] [--tar FILE]
 
-A target is a recipe (reports/<recipe>.md), a sweep (sweep_<recipe>.md), a ladder (ladder_<workload>.md)
-or a diagnosis (baseline_<workload>.md), run with its defaults. Its age is the date of the last commit
+A target is a recipe (reports/<recipe>.md), a sweep (sweep_<recipe>.md), a ladder (ladder_<workload>.md),
+a diagnosis (baseline_<workload>.md), the doctor's example or amp's kernels under Nsight Compute
+(ncu_amp.md, where ncu is on PATH), run with its defaults. Its age is the date of the last commit
 that touched its report (never committed: first). A target starts only if its expected time fits in
 what is left: the time it took last on this machine (reports/results/refresh.json), else a default
 per kind. After each target that ends, the reports a GPU run commits (the .md, .png and _diff.html
@@ -14,6 +15,7 @@ replaced atomically, so a call cut off at its limit still leaves what finished.
 import argparse
 import io
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -31,7 +33,7 @@ from common.runners import launch
 
 # seconds a target takes with its defaults on an H100 when this machine has not run it yet: a
 # recipe's 3-10 rounds per pair, a sweep's 5 points x 3 rounds, a ladder's rungs x 2 rounds
-DEFAULT_S = {"recipe": 240, "sweep": 300, "ladder": 420, "diagnose": 120, "doctor": 90}
+DEFAULT_S = {"recipe": 240, "sweep": 300, "ladder": 420, "diagnose": 120, "doctor": 90, "ncu": 240}
 REPORTS = REPO_ROOT / "reports"
 
 
@@ -56,12 +58,23 @@ def targets() -> list[Target]:
     script = "baselines/resnet18_cifar10.py"
     found.append(Target("doctor-resnet18", "doctor", f"{doctor_report.report_name(REPO_ROOT / script)}.md",
                         ["-m", "common.runners.doctor", script]))
+    # the kernels of one step of amp's twins (Nsight Compute), where ncu is installed
+    found.append(Target("ncu-amp", "ncu", "ncu_amp.md", ["-m", "common.runners.ncu", "amp"]))
     return found
 
 
 def needs_gpus(target: Target) -> bool:
     """A recipe launched by torchrun: its GPU report needs one GPU per rank."""
     return target.kind == "recipe" and getattr(catalog.settings(target.name[len("recipe-"):]), "DISTRIBUTED", False)
+
+
+def why_not_here(target: Target, gpus: int, ncu_found: bool) -> str | None:
+    """Why this machine cannot make the target's committed report, or None."""
+    if needs_gpus(target) and gpus < 2:  # with fewer GPUs than ranks the pairs run on the CPU: not a GPU report
+        return "data-parallel pairs need 2 or more GPUs, one per rank"
+    if target.kind == "ncu" and not ncu_found:
+        return "ncu (Nsight Compute) is not on PATH"
+    return None
 
 
 def committed_at(report: str) -> int:
@@ -133,10 +146,11 @@ def main(argv=None) -> int:
         return 0
     deadline = time.perf_counter() + args.budget
     status, done = 0, []
-    if launch.cuda_device_count() < 2:  # with fewer GPUs than ranks their pairs run on the CPU: not a GPU report
-        for t in [t for t in queue if needs_gpus(t)]:
-            print(f"skip    {t.name}: data-parallel pairs need 2 or more GPUs, one per rank", flush=True)
-        queue = [t for t in queue if not needs_gpus(t)]
+    gpus, ncu_found = launch.cuda_device_count(), shutil.which("ncu") is not None
+    for t in queue:
+        if why_not_here(t, gpus, ncu_found):
+            print(f"skip    {t.name}: {why_not_here(t, gpus, ncu_found)}", flush=True)
+    queue = [t for t in queue if not why_not_here(t, gpus, ncu_found)]
     for t in queue:
         left = deadline - time.perf_counter()
         if expected_s(t, history) > left:
