@@ -11,7 +11,8 @@ from common.runners import gpucheck
 from conftest import REPO
 
 
-def test_the_check_covers_every_recipe_sweep_ladder_and_diagnosis(tmp_path):
+def test_the_check_covers_every_recipe_sweep_ladder_and_diagnosis(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpucheck.shutil, "which", lambda name: f"/usr/local/cuda/bin/{name}")  # ncu installed
     names = [t.name for t in gpucheck.targets(smoke=False, out=tmp_path)]
     sweeps = catalog.swept()
     assert names == ["tests", *[f"recipe-{r}" for r in catalog.available()], *[f"sweep-{r}" for r in sweeps],
@@ -22,6 +23,8 @@ def test_the_check_covers_every_recipe_sweep_ladder_and_diagnosis(tmp_path):
         assert "20" in t.cmd or "10" in t.cmd or t.name == "ncu-amp"  # a GPU's few steps (ncu: 2 timed, 1 profiled)
     smoke = gpucheck.targets(smoke=True, out=tmp_path)
     assert all("--smoke" in t.cmd for t in smoke[1:]) and "ncu-amp" not in [t.name for t in smoke]  # ncu: CUDA only
+    monkeypatch.setattr(gpucheck.shutil, "which", lambda name: None)
+    assert "ncu-amp" not in [t.name for t in gpucheck.targets(smoke=False, out=tmp_path)]  # not installed
 
 
 def _check(tmp_path, *flags, env=None):

@@ -30,8 +30,10 @@ ADD = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFuncto
        "std::array<char *, 3>>(int)")
 ADAM = ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
         "TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4>, float *>(T1, T2)")
+BF16 = "sm__ops_path_tensor_src_bf16_dst_fp32.sum"
 PEAKS = [(ncu.FFMA_PEAK, "inst/cycle", "16,896"), (ncu.SM_HZ, "cycle/nsecond", "1.98"),
-         (ncu.DRAM_PEAK, "byte/cycle", "2,560"), (ncu.DRAM_HZ, "cycle/usecond", "1,308")]
+         (f"{BF16}.peak_sustained", "", "499,495"), (ncu.DRAM_PEAK, "byte/cycle", "2,560"),
+         (ncu.DRAM_HZ, "cycle/usecond", "1,308")]
 
 
 def launch_rows(i, name, us, sm, mem, occ, dram_mb, ffma, tensor="0", peaks=True):
@@ -41,10 +43,11 @@ def launch_rows(i, name, us, sm, mem, occ, dram_mb, ffma, tensor="0", peaks=True
                ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst", ffma),
                ("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", "inst", "0"),
                ("smsp__sass_thread_inst_executed_op_dfma_pred_on.sum", "", "n/a"),
-               ("sm__ops_path_tensor_src_bf16_dst_fp32.sum", "", tensor),
-               ("sm__ops_path_tensor_src_fp16.sum", "", "n/a"), *(PEAKS if peaks else [])]
+               (BF16, "", tensor), ("sm__ops_path_tensor_src_fp16_dst_fp32.sum", "", "n/a"),
+               *(PEAKS if peaks else [])]
     ident = [str(i), "4242", "python3", "127.0.0.1", name, "1", "7", "(128, 1, 1)", "(528, 1, 1)", "0", "9.0"]
     rows = [ident + ["Command line profiler metrics", m, u, v] for m, u, v in metrics]
+    rows.append(ident + ["Launch Statistics", "Registers Per Thread", "register/thread", "(!) 32"])  # not ours
     rows.append(ident + ["SpeedOfLight", "", "", "", "SOLBottleneck", "OPT", "This kernel grid is too small", "", ""])
     return rows
 
@@ -64,7 +67,7 @@ SLOW = ncu_csv([launch_rows(0, GEMM, "1,210.5", "71.2", "40.1", "24.9", "52.5", 
                 launch_rows(1, ADD, "40", "12", "88", "90", "24", "0"),
                 launch_rows(2, ADD, "60", "14", "90", "80", "36", "0"),
                 launch_rows(3, ADAM, "300", "20", "85", "60", "180", "1,000,000")])
-FAST = ncu_csv([launch_rows(0, GEMM, "610.0", "70.0", "42.0", "25.0", "26.3", "0", tensor="6,442,450,944"),
+FAST = ncu_csv([launch_rows(0, GEMM, "610.0", "70.0", "42.0", "25.0", "12.5", "0", tensor="6,442,450,944"),
                 launch_rows(1, ADD, "20", "12", "88", "90", "12", "0")])
 
 
@@ -76,6 +79,8 @@ def test_units_and_numbers_become_base_units():
     with pytest.raises(ncu.NcuFormatError, match="furlong"):
         ncu.unit_factor("furlong")
     assert ncu.number('1,234.5') == 1234.5 and ncu.number("n/a") is None and ncu.number("") is None
+    with pytest.raises(ncu.NcuFormatError, match="not a number"):
+        ncu.number("(!) 32")
 
 
 def test_a_details_csv_is_read_per_launch_in_base_units():
@@ -85,9 +90,10 @@ def test_a_details_csv_is_read_per_launch_in_base_units():
     assert gemm.get(ncu.DURATION) == pytest.approx(1210.5e-6) and gemm.get(ncu.DRAM_BYTES) == pytest.approx(52.5e6)
     assert gemm.get(ncu.SM_PCT) == pytest.approx(71.2)
     assert gemm.get("smsp__sass_thread_inst_executed_op_dfma_pred_on.sum") is None  # "n/a"
-    assert ncu.flops(gemm) == pytest.approx(6_442_450_944) and ncu.uses_tensor_cores(gemm)
+    assert ncu.flops(gemm) == pytest.approx(6_442_450_944) and ncu.tensor_path([gemm]) == BF16
     assert ncu.flops(launches[3]) == pytest.approx(2_000_000)  # an FMA is 2
-    assert not ncu.uses_tensor_cores(launches[3])
+    assert ncu.tensor_path(launches[3:]) is None
+    assert "Registers Per Thread" not in gemm.metrics  # a section's metric, its unit unknown here: left out
 
 
 def test_a_csv_of_another_page_is_one_clear_error():
@@ -118,45 +124,63 @@ def test_kernel_names_are_shortened_to_what_tells_them_apart(name, short):
 def test_launches_group_by_kernel_with_time_weighted_rates_and_intensity():
     kernels = {k.name: k for k in ncu.kernels(ncu.parse(SLOW))}
     assert list(kernels)[0] == GEMM  # heaviest first
-    add = kernels["vectorized_elementwise_kernel<CUDAFunctor_add>"]
+    add = kernels[ADD]
     assert add.launches == 2 and add.total_s == pytest.approx(100e-6)
     assert add.sm_pct == pytest.approx((12 * 40 + 14 * 60) / 100)  # weighted by duration
     assert add.occupancy_pct == pytest.approx((90 * 40 + 80 * 60) / 100)
     assert add.intensity == 0.0  # no FLOP: pure data movement
     gemm = kernels[GEMM]
-    assert gemm.tensor and gemm.intensity == pytest.approx(6_442_450_944 / 52.5e6)
+    assert gemm.tensor_path == BF16 and gemm.intensity == pytest.approx(6_442_450_944 / 52.5e6)
 
 
-def test_the_ridge_comes_from_ncus_peaks_and_the_measured_matmul_ceiling():
-    peaks = ncu.peaks(ncu.parse(SLOW))
+def test_the_ridge_of_each_kernel_comes_from_ncus_peaks_for_its_path():
+    launches = ncu.parse(SLOW)
+    peaks = ncu.peaks(launches)
     assert peaks.fp32_flops_per_s == pytest.approx(2 * 16896 * 1.98e9)  # 66.9 TFLOP/s, an H100 SXM's FP32
     assert peaks.dram_bytes_per_s == pytest.approx(2560 * 1.308e9)  # 3.35 TB/s
-    assert peaks.ridge() == pytest.approx(2 * 16896 * 1.98e9 / (2560 * 1.308e9))
-    assert peaks.ridge(989e12) == pytest.approx(989e12 / (2560 * 1.308e9))
+    assert peaks.tensor_flops_per_s == {BF16: pytest.approx(499_495 * 1.98e9)}  # 989 TFLOP/s dense bf16
+    gemm, adam = (next(k for k in ncu.kernels(launches) if k.name == n) for n in (GEMM, ADAM))
+    assert peaks.ridge(gemm) == pytest.approx(499_495 * 1.98e9 / (2560 * 1.308e9))  # ~295 FLOP/B
+    assert peaks.ridge(adam) == peaks.ridge() == pytest.approx(2 * 16896 * 1.98e9 / (2560 * 1.308e9))  # ~20
     assert ncu.peaks([]).ridge() is None
+    no_dram = [ncu.Launch("0", "k", {ncu.FFMA_PEAK: 1.0, ncu.SM_HZ: 1e9}), ncu.Launch("1", "k", {ncu.DRAM_PEAK: 2.0})]
+    assert ncu.peaks(no_dram).fp32_flops_per_s == 2e9 and ncu.peaks(no_dram).dram_bytes_per_s is None
 
 
 def test_the_table_matches_kernels_by_name_and_shows_a_kernel_one_twin_lacks():
     slow, fast = ncu.kernels(ncu.parse(SLOW)), ncu.kernels(ncu.parse(FAST))
     rows = ncu.compare(slow, fast, top=3)
-    assert [r.name for r in rows] == [GEMM, "multi_tensor_apply_kernel<FusedAdamMathFunctor>",
-                                      "vectorized_elementwise_kernel<CUDAFunctor_add>"]
+    assert [r.label for r in rows] == [GEMM, "multi_tensor_apply_kernel<FusedAdamMathFunctor>",
+                                       "vectorized_elementwise_kernel<CUDAFunctor_add>"]
     assert rows[1].fast is None and rows[0].fast.total_s == pytest.approx(610e-6)
-    assert [r.name for r in ncu.compare(slow, fast, top=1)] == [GEMM]
+    assert [r.label for r in ncu.compare(slow, fast, top=1)] == [GEMM]
 
 
-def _result(tmp_path):
-    """A real twin's result (a CPU smoke run), for the report's stamp."""
-    out = tmp_path / "r.json"
+def test_kernels_that_share_a_short_name_keep_their_own_rows():
+    mul = ADD.replace("CUDAFunctor_add", "MulFunctor")
+    mean, total = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::"
+                   f"{ops}<float, float, float, float>, unsigned int, float, 4>>(T3)" for ops in ("MeanOps", "SumOps"))
+    assert ncu.short_name(mean) == "reduce_kernel<MeanOps>" and ncu.short_name(mul).endswith("<MulFunctor>")
+    same = [ADD, ADD.replace("<4,", "<2,")]  # two instances, one label
+    assert ncu.labels(same) == {ADD.replace("<4,", "<2,"): "vectorized_elementwise_kernel<CUDAFunctor_add> #1",
+                                ADD: "vectorized_elementwise_kernel<CUDAFunctor_add> #2"}
+    assert ncu.labels([mean, total]) == {mean: "reduce_kernel<MeanOps>", total: "reduce_kernel<SumOps>"}
+
+
+@pytest.fixture(scope="module")
+def twin_json(tmp_path_factory):
+    """A real twin's result file (a CPU smoke run): the report's stamp, and what a stand-in ncu hands back."""
+    out = tmp_path_factory.mktemp("twin") / "r.json"
     proc = run_module("recipes.amp.churn_slow", "--smoke", "--device", "cpu", "--data", "synthetic",
                       "--profile-steps", "0", "--probe-steps", "0", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_the_report_sets_slow_against_fast_with_the_ridge(twin_json):
     from common.analysis.results import RunResult, read_result
-    return read_result(out, RunResult)
 
-
-def test_the_report_sets_slow_against_fast_with_the_ridge(tmp_path):
-    result = _result(tmp_path)
+    result = read_result(twin_json, RunResult)
     pair = render.PairKernels("resnet18", render.Twin(result, ncu.parse(SLOW), "slow.csv"),
                               render.Twin(result, ncu.parse(FAST), "fast.csv"), [])
     failed = render.PairKernels("churn", None, render.Twin(result, ncu.parse(FAST), "f.csv"),
@@ -164,14 +188,15 @@ def test_the_report_sets_slow_against_fast_with_the_ridge(tmp_path):
     md = render.render_markdown("amp", [pair, failed], top=5, scope="every kernel of timed step 1",
                                 command="make ncu-amp")
     assert md.startswith("# Kernels of `amp`") and "make ncu-amp" in md and result.env.git_commit in md
-    assert "Ridge points: FP32 20.0 FLOP/B (66.9 TFLOP/s over 3348 GB/s" in md
+    assert ("Ridge points: FP32 20.0 FLOP/B (66.9 TFLOP/s), tensor cores bf16 dst fp32 295.4 FLOP/B (989 TFLOP/s), "
+            "over 3348 GB/s of DRAM") in md
     assert "| kernel launches profiled | 4 | 2 |" in md
     assert "| kernel time, µs (sum, serialized) | 1610.5 | 630.0 |" in md
     adam = [line for line in md.splitlines() if "FusedAdamMathFunctor" in line]
     assert adam[0].startswith("| `multi_tensor_apply_kernel<FusedAdamMathFunctor>` | slow | 1 | 300.0 | 18.6% |")
     assert adam[1] == "| `multi_tensor_apply_kernel<FusedAdamMathFunctor>` | fast | 0 | | | | | | | |"
-    gemm = next(line for line in md.splitlines() if line.startswith(f"| `{GEMM}` | slow"))
-    assert gemm.endswith("| 122.7 |  |")  # tensor work: no ridge without a measured matmul ceiling here
+    gemm = [line for line in md.splitlines() if line.startswith(f"| `{GEMM}` |")]
+    assert gemm[0].endswith("| 122.7 | memory side |") and gemm[1].endswith("| 515.4 | compute side |")
     add = next(line for line in md.splitlines() if "CUDAFunctor_add" in line and "| slow |" in line)
     assert add.endswith("| 0.0 | memory side |")
     assert "## churn" in md and "- FAILED slow: the run FAILED" in md
@@ -192,17 +217,30 @@ def test_the_harness_opens_the_profiler_window_on_cuda_only(monkeypatch):
     assert calls == ["start", "step", "stop"]  # closed even when the step fails
 
 
-def test_the_timed_loop_opens_it_around_the_step_the_runner_names(monkeypatch):
-    import inspect
+def test_the_timed_loop_opens_it_around_the_step_the_runner_names_and_the_work_of_that_step(monkeypatch):
+    import contextlib
 
     from common import env
     from common.measure import stages
 
+    calls = []
+
+    @contextlib.contextmanager
+    def recorder(device, active):
+        calls.append(f"open {active}")
+        yield
+        calls.append(f"close {active}")
+
+    monkeypatch.setattr(stages, "kernel_window", recorder)
     monkeypatch.setenv(env.KERNEL_STEP_ENV, "1")
-    assert env.kernel_step() == 1
+    warm = stages.WarmUp(steps=1, wall_s=0.1, first_step_s=0.1, step_s=0.01)
+    phases = stages.Phases(nvtx.Ranges(torch.device("cpu")), None)
+    for batch in stages.timed(lambda: "batch", torch.device("cpu"), 3, 8, warm, phases, contextlib.nullcontext()):
+        calls.append(f"{batch} work")  # the script's forward, backward and optimizer for this batch
+    assert calls == ["open False", "batch work", "close False", "open True", "batch work", "close True",
+                     "open False", "batch work", "close False"]
     monkeypatch.setenv(env.KERNEL_STEP_ENV, "x")
     assert env.kernel_step() is None
-    assert "kernel_window(device, i == kernel_step)" in inspect.getsource(stages.timed)
 
 
 def _bad(*args, path=None):
@@ -255,7 +293,6 @@ def test_the_runner_profiles_each_twin_under_ncu_and_writes_the_table(tmp_path, 
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(launch, "cuda_available", lambda: True)
-    monkeypatch.setattr(launch, "ensure_ceiling", lambda cuda: None)
     reports = tmp_path / "reports"
     code = runner.main(["amp", "--workloads", "churn", "--smoke", "--data", "synthetic", "--reports-dir", str(reports),
                         "--top", "3"])
@@ -276,19 +313,10 @@ def test_the_runner_profiles_each_twin_under_ncu_and_writes_the_table(tmp_path, 
 
 
 def test_a_twin_that_fails_under_ncu_is_named_and_the_report_left_alone(tmp_path, monkeypatch, capsys):
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    fake = tools / "ncu"
-    fake.write_text(textwrap.dedent(f"""\
-        #!{sys.executable}
-        import sys
+    _stand_in(tmp_path, monkeypatch, """\
         print("==ERROR== The application returned an error code (1).")
         sys.exit(1)
-        """))
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(launch, "cuda_available", lambda: True)
-    monkeypatch.setattr(launch, "ensure_ceiling", lambda cuda: None)
+        """)
     reports = tmp_path / "reports"
     reports.mkdir()
     (reports / "ncu_amp.md").write_text("the previous report\n")
@@ -296,4 +324,27 @@ def test_a_twin_that_fails_under_ncu_is_named_and_the_report_left_alone(tmp_path
     err = capsys.readouterr().err
     assert code == 1
     assert "ncu-amp churn: FAILED slow: the run FAILED (exit 1)" in err and "churn_slow.log" in err
+    assert "==ERROR== The application returned an error code (1)." in err
     assert "is left as it was" in err and (reports / "ncu_amp.md").read_text() == "the previous report\n"
+
+
+def _stand_in(tmp_path, monkeypatch, body: str):
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / "ncu"
+    fake.write_text(f"#!{sys.executable}\nimport pathlib, shutil, sys\nargs = sys.argv[1:]\n" + textwrap.dedent(body))
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(launch, "cuda_available", lambda: True)
+
+
+def test_a_step_where_ncu_profiled_nothing_says_so_with_ncus_words(tmp_path, monkeypatch, capsys, twin_json):
+    _stand_in(tmp_path, monkeypatch, f"""\
+        shutil.copy({str(twin_json)!r}, args[args.index("--out") + 1])  # the twin ran ...
+        print("==WARNING== No kernels were profiled.")  # ... but nothing was in the window: no report
+        """)
+    code = runner.main(["amp", "--workloads", "churn", "--smoke", "--reports-dir", str(tmp_path / "reports")])
+    err = capsys.readouterr().err
+    assert code == 1 and not (tmp_path / "reports" / "ncu_amp.md").exists()
+    assert ("ncu-amp churn: FAILED slow: ncu profiled no kernel in every kernel of timed step 1: "
+            "==WARNING== No kernels were profiled.") in err

@@ -1,6 +1,7 @@
-"""Nsight Compute's per-kernel metrics, read from `ncu --csv --page details --print-metric-name name`:
-one row per kernel launch and metric, columns found by their header (they change between ncu versions),
-units turned into base units (ncu scales them: "us", "Mbyte"), "n/a" kept as missing.
+"""Nsight Compute's per-kernel metrics, read from `ncu --import R --csv --page details --print-units base`:
+one row per kernel launch and metric (those asked for with --metrics carry their own names), columns
+found by their header (they change between ncu versions), units turned into base units (a version
+that still scales them writes "us", "Mbyte"), "n/a" kept as missing.
 
 Per kernel: duration, compute (SM) and memory throughput as % of peak, achieved occupancy, and the
 arithmetic intensity (FLOP per DRAM byte) to set against the card's ridge point."""
@@ -20,16 +21,19 @@ DRAM_BYTES = "dram__bytes.sum"
 # FLOPs on the CUDA cores, as ncu's roofline counts them: an FMA is 2
 CORE_FLOPS = {f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum": (2 if op.endswith("fma") else 1)
               for op in ("fadd", "fmul", "ffma", "hadd", "hmul", "hfma", "dadd", "dmul", "dfma")}
-# operations on the tensor cores (Hopper's names; "n/a" elsewhere), counted as ncu's tensor roofline does
-TENSOR_OPS = ("sm__ops_path_tensor_src_fp16.sum", "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
-              "sm__ops_path_tensor_src_tf32_dst_fp32.sum")
-# the card's peaks, as ncu's roofline section reads them: FP32 FLOP/s and DRAM bytes/s
+# operations on the tensor cores per data path (Hopper's names; "n/a" where a GPU lacks one), taken as
+# FLOPs, a multiply-add as 2, like the matmul ceilings (to check once against a GEMM of known size)
+TENSOR_OPS = ("sm__ops_path_tensor_src_fp16_dst_fp16.sum", "sm__ops_path_tensor_src_fp16_dst_fp32.sum",
+              "sm__ops_path_tensor_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_src_tf32_dst_fp32.sum")
+# the card's peaks per cycle and its clocks, as ncu's roofline sections read them: FP32 FMAs, each tensor
+# path's operations and DRAM bytes, at ncu's locked clocks
 FFMA_PEAK = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained"
+TENSOR_PEAKS = {m: f"{m}.peak_sustained" for m in TENSOR_OPS}
 SM_HZ = "sm__cycles_elapsed.avg.per_second"
 DRAM_PEAK = "dram__bytes.sum.peak_sustained"
 DRAM_HZ = "dram__cycles_elapsed.avg.per_second"
 METRICS = (DURATION, SM_PCT, MEMORY_PCT, OCCUPANCY_PCT, DRAM_BYTES, *CORE_FLOPS, *TENSOR_OPS,
-           FFMA_PEAK, SM_HZ, DRAM_PEAK, DRAM_HZ)
+           FFMA_PEAK, *TENSOR_PEAKS.values(), SM_HZ, DRAM_PEAK, DRAM_HZ)
 
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
            "m": 1e-3, "u": 1e-6, "n": 1e-9, "p": 1e-12}
@@ -64,7 +68,10 @@ def number(text: str) -> float | None:
     text = text.strip().replace(",", "")
     if text in ("", "n/a"):
         return None
-    return float(text)
+    try:
+        return float(text)
+    except ValueError:
+        raise NcuFormatError(f"not a number: {text!r}") from None
 
 
 @dataclass
@@ -97,6 +104,8 @@ def parse(text: str) -> list[Launch]:
         if len(row) <= col["Metric Value"] or not row[col["Metric Name"]]:
             continue  # a rule's advice row, or a blank line
         launch = launches.setdefault(row[col["ID"]], Launch(row[col["ID"]], row[col["Kernel Name"]]))
+        if row[col["Metric Name"]] not in METRICS:
+            continue  # a section's metric (a user's ncu config): its units need not be known here
         value = number(row[col["Metric Value"]])
         factor = unit_factor(row[col["Metric Unit"]])
         launch.metrics[row[col["Metric Name"]]] = None if value is None else value * factor
@@ -110,11 +119,12 @@ _PLAIN = {"float", "double", "int", "long", "bool", "unsigned", "char", "half", 
 def short_name(name: str) -> str:
     """A demangled kernel name made readable: the function without namespaces, templates and
     parameters, tagged with what tells its instances apart: the innermost Functor in its templates,
-    else the op's implementation (a name ending in _cuda), else its first named template argument.
+    else a reduction's Ops, else the op's implementation (a name ending in _cuda), else its first named
+    template argument. Only a label: kernels are grouped by their full names.
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, ...>(...)"
     -> "vectorized_elementwise_kernel<CUDAFunctor_add>"."""
     text = name.replace("(anonymous namespace)", "anonymous")
-    depth, outer, inner, first = 0, [], [], [""]
+    depth, parens, outer, inner, first = 0, 0, [], [], [""]
     for ch in text:
         if ch == "(" and depth == 0:
             break  # the parameters
@@ -125,7 +135,8 @@ def short_name(name: str) -> str:
             outer.append(ch)
         elif depth >= 1:
             inner.append(ch)
-            if depth == 1 and ch == ",":
+            parens += (ch == "(") - (ch == ")")
+            if depth == 1 and ch == "," and parens == 0:  # not a comma of a lambda's parameters
                 first.append("")
             elif depth == 1 and ch != "<":
                 first[-1] += ch
@@ -135,6 +146,7 @@ def short_name(name: str) -> str:
     named = [found[-1] for found in (re.findall(r"[A-Za-z_]\w*", a) for a in first)
              if found and found[-1] not in _PLAIN]
     tag = (next((i for i in reversed(idents) if "Functor" in i), None)
+           or next((i for i in reversed(idents) if i.endswith("Ops")), None)
            or next((i for i in reversed(idents) if i.endswith("_cuda")), None)
            or (named[0] if named else None))
     return f"{function}<{tag}>" if tag else function
@@ -147,13 +159,16 @@ def flops(launch: Launch) -> float | None:
     return sum(found) if found else None
 
 
-def uses_tensor_cores(launch: Launch) -> bool:
-    return any((launch.get(m) or 0) > 0 for m in TENSOR_OPS)
+def tensor_path(launches: list[Launch]) -> str | None:
+    """The tensor-core path (a TENSOR_OPS metric) with the most operations over the launches, or None."""
+    ops = {m: sum(launch.get(m) or 0 for launch in launches) for m in TENSOR_OPS}
+    best = max(ops, key=ops.get)
+    return best if ops[best] > 0 else None
 
 
 @dataclass
 class Kernel:
-    """Every launch of one kernel (by short name) in the profiled step."""
+    """Every launch of one kernel (by its full demangled name) in the profiled step."""
     name: str
     launches: int
     total_s: float
@@ -162,7 +177,7 @@ class Kernel:
     occupancy_pct: float | None
     flops: float | None
     dram_bytes: float | None
-    tensor: bool
+    tensor_path: str | None  # the tensor-core path with the most operations, if any
 
     @property
     def intensity(self) -> float | None:
@@ -185,10 +200,10 @@ def _sum(values: list[float | None]) -> float | None:
 
 
 def kernels(launches: list[Launch]) -> list[Kernel]:
-    """The launches grouped by short name, heaviest (total duration) first."""
+    """The launches grouped by kernel (its full name), heaviest (total duration) first."""
     groups: dict[str, list[Launch]] = defaultdict(list)
     for launch in launches:
-        groups[short_name(launch.name)].append(launch)
+        groups[launch.name].append(launch)
     out = []
     for name, group in groups.items():
         durations = [launch.get(DURATION) or 0.0 for launch in group]
@@ -197,45 +212,60 @@ def kernels(launches: list[Launch]) -> list[Kernel]:
                           occupancy_pct=_by_time(group, durations, OCCUPANCY_PCT),
                           flops=_sum([flops(launch) for launch in group]),
                           dram_bytes=_sum([launch.get(DRAM_BYTES) for launch in group]),
-                          tensor=any(uses_tensor_cores(launch) for launch in group)))
+                          tensor_path=tensor_path(group)))
     return sorted(out, key=lambda k: -k.total_s)
 
 
 @dataclass
 class Peaks:
-    """The card's peaks as ncu reads them (FP32 FMA rate and DRAM bandwidth at its clocks)."""
+    """The card's peaks as ncu reads them at its clocks: FP32 FLOP/s, each tensor path's FLOP/s, DRAM bytes/s."""
     fp32_flops_per_s: float | None
+    tensor_flops_per_s: dict[str, float]
     dram_bytes_per_s: float | None
 
-    def ridge(self, flops_per_s: float | None = None) -> float | None:
-        """FLOP per byte where the roofline bends: below it a kernel is memory-bound."""
-        top = flops_per_s if flops_per_s is not None else self.fp32_flops_per_s
+    def ridge(self, kernel: Kernel | None = None) -> float | None:
+        """FLOP per byte where the kernel's roofline bends (its tensor path's, else FP32's): a kernel
+        below it is on the memory side."""
+        path = kernel.tensor_path if kernel is not None else None
+        top = self.tensor_flops_per_s.get(path) if path else self.fp32_flops_per_s
         if not top or not self.dram_bytes_per_s:
             return None
         return top / self.dram_bytes_per_s
 
 
 def peaks(launches: list[Launch]) -> Peaks:
-    """The peaks from the first launch that carries them (they are the device's, the same in each)."""
-    for launch in launches:
-        ffma, sm_hz, dram, dram_hz = (launch.get(m) for m in (FFMA_PEAK, SM_HZ, DRAM_PEAK, DRAM_HZ))
-        if None not in (ffma, sm_hz) or None not in (dram, dram_hz):
-            return Peaks(2 * ffma * sm_hz if None not in (ffma, sm_hz) else None,
-                         dram * dram_hz if None not in (dram, dram_hz) else None)
-    return Peaks(None, None)
+    """The device's peaks (the same in every launch), each read from the first launch that has it."""
+    def first(metric):
+        return next((launch.get(metric) for launch in launches if launch.get(metric) is not None), None)
+
+    sm_hz, dram, dram_hz, ffma = first(SM_HZ), first(DRAM_PEAK), first(DRAM_HZ), first(FFMA_PEAK)
+    tensor = {m: first(peak) * sm_hz for m, peak in TENSOR_PEAKS.items() if first(peak) and sm_hz}
+    return Peaks(fp32_flops_per_s=2 * ffma * sm_hz if ffma and sm_hz else None, tensor_flops_per_s=tensor,
+                 dram_bytes_per_s=dram * dram_hz if dram and dram_hz else None)
 
 
 @dataclass
 class KernelRow:
-    """One kernel of the slow-vs-fast table: each twin's figures, None where it did not run it."""
-    name: str
+    """One kernel of the slow-vs-fast table: its label and each twin's figures, None where it did not run it."""
+    label: str
     slow: Kernel | None
     fast: Kernel | None
 
 
+def labels(names: list[str]) -> dict[str, str]:
+    """A short label per full kernel name; where several share one, numbered in name order (the same
+    in both twins)."""
+    by_short: dict[str, list[str]] = defaultdict(list)
+    for n in sorted(set(names)):
+        by_short[short_name(n)].append(n)
+    return {n: short if len(full) == 1 else f"{short} #{i}"
+            for short, full in by_short.items() for i, n in enumerate(full, 1)}
+
+
 def compare(slow: list[Kernel], fast: list[Kernel], top: int) -> list[KernelRow]:
-    """The heaviest kernels of either twin (the `top` of each), matched by name, heaviest first."""
+    """The heaviest kernels of either twin (the `top` of each), matched by full name, heaviest first."""
     by_slow, by_fast = {k.name: k for k in slow}, {k.name: k for k in fast}
     names = list(dict.fromkeys([k.name for k in slow[:top]] + [k.name for k in fast[:top]]))
-    rows = [KernelRow(n, by_slow.get(n), by_fast.get(n)) for n in names]
+    label = labels(list(by_slow) + list(by_fast))
+    rows = [KernelRow(label[n], by_slow.get(n), by_fast.get(n)) for n in names]
     return sorted(rows, key=lambda r: -max(r.slow.total_s if r.slow else 0, r.fast.total_s if r.fast else 0))

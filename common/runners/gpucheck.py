@@ -3,7 +3,8 @@
     python -m common.runners.gpucheck [--budget SECONDS] [--jobs N] [--only TARGET,...] [--smoke] [--list]
 
 Runs the GPU-relevant tests, every recipe, every sweep (both ends of its range), the ladders, both
-diagnoses, the doctor on both baselines, amp's ResNet-18 kernels under ncu, and (inside the
+diagnoses, the doctor on both baselines, amp's ResNet-18 kernels under ncu (where it is
+installed), and (inside the
 checkpointing recipe) the memory-budget search, each once with few steps,
 a few targets at a time (`--jobs`: about 110 processes start, each paying torch's import and CUDA's
 start-up, so one at a time would not fit a 10-minute call; timings here mean nothing, they are not
@@ -13,6 +14,7 @@ never over the committed reports. Without CUDA it runs only with --smoke (the CP
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -57,7 +59,7 @@ def targets(smoke: bool, out: Path) -> list[Target]:
     found += [Target(f"doctor-{w}", ["-m", "common.runners.doctor", f"baselines/{script}.py", "--reports-dir", str(out),
                                      *DOCTOR_FEW, *(["--", *size] if size else [])])
               for w, script in (("churn", "churn_mlp"), ("resnet18", "resnet18_cifar10"))]
-    if not smoke:  # ncu profiles CUDA kernels only: one pair's step, each kernel replayed
+    if not smoke and shutil.which("ncu"):  # CUDA kernels, where Nsight Compute is installed: one step, replayed
         found.append(Target("ncu-amp", ["-m", "common.runners.ncu", "amp", "--workloads", "resnet18",
                                         "--reports-dir", str(out), "--", "--warmup", "3"]))
     return found

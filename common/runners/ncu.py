@@ -49,7 +49,8 @@ def parse_args(argv):
 
 def check(args):
     """Every input, in the order a user fixes them, before anything is run or written: the recipe,
-    its pairs, the flags, then the tools (ncu, a CUDA device). Returns (recipe, pairs, ncu path)."""
+    its pairs, the flags and folders, then the tools (ncu, a CUDA device).
+    Returns (recipe, pairs, ncu path, results folder, cores)."""
     recipe = catalog.check(args.recipe)
     settings = catalog.settings(recipe)
     if getattr(settings, "DISTRIBUTED", False):
@@ -62,13 +63,25 @@ def check(args):
     for pair in pairs:
         check_script_flags(args.script_args, catalog.workload_of(pair), getattr(settings, "DEFAULTS", {}), pair,
                            prog=f"python -m recipes.{recipe}.{pair}_slow", reserved=RESERVED)
+    folder = launch.output_folder(args.reports_dir, "ncu", recipe)  # checked; created once all has passed
+    cpus = launch.cpu_set(args.cpus)
     tool = shutil.which("ncu")
     if tool is None:
         raise CookbookError("ncu not found: install NVIDIA Nsight Compute (it comes with the CUDA toolkit) and put "
                             "ncu on PATH; the recipe's report has the profiler's kernel table without it")
     if not launch.cuda_available():
         raise CookbookError("no CUDA device here: ncu profiles CUDA kernels; run it on a GPU")
-    return recipe, pairs, tool
+    return recipe, pairs, tool, folder, cpus
+
+
+def ncu_said(log: Path) -> str:
+    """ncu's own errors and warnings in a twin's log (a counter permission, no kernel profiled), as a clause."""
+    try:
+        said = [line.strip() for line in log.read_text(errors="replace").splitlines()
+                if line.startswith(("==ERROR==", "==WARNING=="))]
+    except OSError:
+        return ""
+    return f": {' '.join(said[-2:])}" if said else ""
 
 
 def profile(tool: str, recipe: str, pair: str, variant: str, folder: Path, flags: list[str], phase: str, cpus):
@@ -81,9 +94,12 @@ def profile(tool: str, recipe: str, pair: str, variant: str, folder: Path, flags
                            cpus=cpus, under=under, extra_env={env.KERNEL_STEP_ENV: str(STEP)},
                            rerun=f"make ncu-{recipe}")
     if outcome.kind != "ok":
-        return None, f"{variant}: the run {outcome.describe()} (log: {outcome.log})"
-    exported = subprocess.run([tool, "--import", f"{stem}.ncu-rep", "--csv", "--page", "details"],
-                              capture_output=True, text=True)
+        return None, f"{variant}: the run {outcome.describe()}{ncu_said(outcome.log)} (log: {outcome.log})"
+    if not Path(f"{stem}.ncu-rep").exists():  # ncu writes no report when nothing was profiled
+        return None, (f"{variant}: ncu profiled no kernel in {SCOPE[phase]}{ncu_said(outcome.log)} "
+                      f"(log: {outcome.log})")
+    exported = subprocess.run([tool, "--import", f"{stem}.ncu-rep", "--csv", "--page", "details",
+                               "--print-units", "base"], capture_output=True, text=True)
     if exported.returncode != 0:
         why = (exported.stderr or exported.stdout).strip().splitlines()[-1:] or ["no output"]
         return None, f"{variant}: ncu --import {stem}.ncu-rep exited {exported.returncode}: {why[0]}"
@@ -102,12 +118,9 @@ def profile(tool: str, recipe: str, pair: str, variant: str, folder: Path, flags
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
-    recipe, pairs, tool = check(args)
+    recipe, pairs, tool, folder, cpus = check(args)
     reports = Path(args.reports_dir)
-    folder = launch.output_folder(reports, "ncu", recipe)  # checked ...
-    cpus = launch.cpu_set(args.cpus)
-    launch.make_folder(folder, reports)  # ... and created once every input has passed
-    launch.ensure_ceiling(True)  # the tensor cores' ridge point
+    launch.make_folder(folder, reports)
     data = launch.data_flags(args.data, WORKLOADS)
     found = []
     for pair in pairs:
@@ -125,7 +138,7 @@ def main(argv=None) -> int:
     if not any(p.slow and p.fast for p in found):
         print(f"ncu-{recipe}: no pair profiled: {reports / f'ncu_{recipe}.md'} is left as it was", file=sys.stderr)
         return 1
-    command = f"make ncu-{recipe}" + (f" ARGS='{' '.join(argv[1:])}'" if argv[1:] else "")
+    command = f"make ncu-{recipe}" if argv == [recipe] else "python -m common.runners.ncu " + " ".join(argv)
     path = reports / f"ncu_{recipe}.md"
     atomic_write_text(path, render.render_markdown(recipe, found, args.top, SCOPE[args.phase], command))
     print(f"report: {path}")
