@@ -52,7 +52,7 @@ def unit_factor(unit: str) -> float:
     if "/" in unit:
         top, bottom = unit.split("/", 1)
         return unit_factor(top) / unit_factor(bottom)
-    if unit in ("", "%") or unit in _COUNTS:
+    if unit in ("", "%"):
         return 1.0
     if unit in _SECONDS:
         return _SECONDS[unit]
@@ -239,7 +239,8 @@ def peaks(launches: list[Launch]) -> Peaks:
         return next((launch.get(metric) for launch in launches if launch.get(metric) is not None), None)
 
     sm_hz, dram, dram_hz, ffma = first(SM_HZ), first(DRAM_PEAK), first(DRAM_HZ), first(FFMA_PEAK)
-    tensor = {m: first(peak) * sm_hz for m, peak in TENSOR_PEAKS.items() if first(peak) and sm_hz}
+    per_cycle = {m: first(peak) for m, peak in TENSOR_PEAKS.items()}
+    tensor = {m: ops * sm_hz for m, ops in per_cycle.items() if ops and sm_hz}
     return Peaks(fp32_flops_per_s=2 * ffma * sm_hz if ffma and sm_hz else None, tensor_flops_per_s=tensor,
                  dram_bytes_per_s=dram * dram_hz if dram and dram_hz else None)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from common import env
 from common.analysis import ncu
+from common.analysis.metrics import fmt
 from common.analysis.results import RunResult
 
 
@@ -23,10 +24,6 @@ class PairKernels:
     slow: Twin | None
     fast: Twin | None
     failures: list[str]  # "slow: what went wrong (log: ...)"
-
-
-def _num(v: float | None, fmt: str) -> str:
-    return "" if v is None else format(v, fmt)
 
 
 def _side(k: ncu.Kernel, peaks: ncu.Peaks) -> str:
@@ -47,9 +44,9 @@ def _rows(twin_kernels: dict[str, list[ncu.Kernel]], top: int, peaks: ncu.Peaks)
                 lines.append(f"| `{row.label}` | {variant} | 0 | | | | | | | |")
                 continue
             share = k.total_s / totals[variant] if totals[variant] else None
-            lines.append(f"| `{row.label}` | {variant} | {k.launches} | {k.total_s * 1e6:.1f} | {_num(share, '.1%')} "
-                         f"| {_num(k.sm_pct, '.1f')} | {_num(k.memory_pct, '.1f')} | {_num(k.occupancy_pct, '.1f')} "
-                         f"| {_num(k.intensity, '.1f')} | {_side(k, peaks)} |")
+            cells = [k.launches, f"{k.total_s * 1e6:.1f}", fmt(share, ".1%", none="")]
+            cells += [fmt(v, ".1f", none="") for v in (k.sm_pct, k.memory_pct, k.occupancy_pct, k.intensity)]
+            lines.append(f"| `{row.label}` | {variant} | " + " | ".join(map(str, cells)) + f" | {_side(k, peaks)} |")
     return lines
 
 
