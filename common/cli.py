@@ -149,15 +149,18 @@ def script_parser(prog: str, description: str, workload: str, overrides: dict, p
     return p
 
 
+DOCTOR_MIN_TIMED = 3  # fewer timed steps than this make no doctor's report
+
+
 def add_doctor_flags(p: argparse.ArgumentParser) -> None:
     """The doctor's measurement flags, read by its runner and passed on to its child as they are."""
     p.add_argument("--step", choices=("optimizer", "forward", "batch"), default="optimizer",
                    help="what ends a step: each optimizer.step() (default), each call of the top-level model "
                         "(inference), or each batch drawn from a DataLoader (a hand-written update)")
     p.add_argument("--warmup", type=positive_int, default=5, help="untimed steps first (default 5)")
-    p.add_argument("--steps", type=_int_at_least(3), default=50, help="timed steps at most (default 50)")
+    p.add_argument("--steps", type=_int_at_least(DOCTOR_MIN_TIMED), default=50, help="timed steps at most (default 50)")
     p.add_argument("--time", type=positive_float, default=15.0,
-                   help="seconds of timed steps at most, 3 steps at least (default 15)")
+                   help=f"seconds of timed steps at most, {DOCTOR_MIN_TIMED} steps at least (default 15)")
     p.add_argument("--profile-steps", type=non_negative_int, default=3, help="profiled steps (default 3)")
 
 

@@ -75,11 +75,10 @@ def gains_of(obs: Observation, costs: dict[str, float]) -> list[Gain]:
                         "captured CUDA graph replays it in one launch", ["cuda_graphs", "compile"]))
     data = costs.get("data loading", 0.0)
     for loader in obs.loaders:
-        if data >= DATA_MIN and (loader.num_workers == 0 or (cuda and not loader.pin_memory)
-                                 or not loader.persistent_workers):
-            missing = [what for what, off in (("workers", loader.num_workers == 0),
-                                              ("pinned memory", cuda and not loader.pin_memory),
-                                              ("persistent workers", not loader.persistent_workers)) if off]
+        missing = [what for what, off in (("workers", loader.num_workers == 0),
+                                          ("pinned memory", cuda and not loader.pin_memory),
+                                          ("persistent workers", not loader.persistent_workers)) if off]
+        if data >= DATA_MIN and missing:
             out.append(Gain("DataLoader settings", f"data loading costs {data:.0%} of the step and the DataLoader "
                             f"(batch {loader.batch_size}) runs without {', '.join(missing)}", ["dataloader"]))
             break

@@ -114,6 +114,12 @@ def _archived(path: Path, recipe: str) -> Figure | None:
                   device_type="cuda", date="2026-11-22", commit="785a701", older_version=True, pairs=pairs)
 
 
+def _stamped(recipe: str, source: str, facts: dict, **figures) -> Figure:
+    """A Figure with the device, date and commit of the report's facts line."""
+    return Figure(recipe=recipe, source=source, device=facts.get("device"), device_type=facts.get("device_type"),
+                  date=facts.get("date"), commit=facts.get("commit"), **figures)
+
+
 def read(reports_dir: Path, recipes) -> dict[str, Figure]:
     """recipe -> its figures: this version's report (reports/<recipe>.md) where it has a facts line,
     else the archived first H100 run's; with each sweep's regime (reports/sweep_<recipe>.md)."""
@@ -123,9 +129,7 @@ def read(reports_dir: Path, recipes) -> dict[str, Figure]:
         path = reports_dir / f"{recipe}.md"
         facts = facts_of(path.read_text(errors="replace")) if path.is_file() else None
         if facts and facts.get("pairs"):
-            found[recipe] = Figure(recipe=recipe, source=path.name, device=facts.get("device"),
-                                   device_type=facts.get("device_type"), date=facts.get("date"),
-                                   commit=facts.get("commit"), smoke=bool(facts.get("smoke")), pairs=facts["pairs"])
+            found[recipe] = _stamped(recipe, path.name, facts, smoke=bool(facts.get("smoke")), pairs=facts["pairs"])
         elif (reports_dir / ARCHIVE / f"{recipe}.md").is_file() and recipe not in ARCHIVE_OTHER_PAIR:
             archived = _archived(reports_dir / ARCHIVE / f"{recipe}.md", recipe)
             if archived:
@@ -133,8 +137,6 @@ def read(reports_dir: Path, recipes) -> dict[str, Figure]:
         sweep = reports_dir / f"sweep_{recipe}.md"
         facts = facts_of(sweep.read_text(errors="replace")) if sweep.is_file() else None
         if facts and facts.get("regime"):
-            figure = found.setdefault(recipe, Figure(recipe=recipe, source=sweep.name, device=facts.get("device"),
-                                                     device_type=facts.get("device_type"), date=facts.get("date"),
-                                                     commit=facts.get("commit")))
+            figure = found.setdefault(recipe, _stamped(recipe, sweep.name, facts))
             figure.regimes[facts["pair"]] = (facts["knob"], facts["regime"], facts.get("device_type"))
     return found

@@ -152,7 +152,7 @@ _ALL = [
            _ddp("allreduce_per_step"), ".1f", short="all-reduces/step"),
     Metric("allreduce_mb_per_step", "MB all-reduced per optimizer step", "MB", _ddp("allreduce_mb_per_step"), ".2f"),
     Metric("comm_overlap", "communication overlapped with computation, mean over ranks (HTA)", "share",
-           lambda v: _mean_overlap((v.extra.get("ddp") or {}).get("comm_overlap")), ".0%"),
+           lambda v: _mean_overlap(_ddp("comm_overlap")(v)), ".0%"),
     Metric("distinct_digests", "distinct parameter sets across ranks after the run (1: identical)", "count",
            _ddp("distinct_digests"), ".0f"),
     Metric("graphs", "compiled graphs", "count", _compile(lambda c: c.graphs), ".0f"),

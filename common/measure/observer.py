@@ -42,7 +42,8 @@ from common.analysis.results import (
     Timing,
     write_result,
 )
-from common.cli import OneLineParser, add_doctor_flags
+from common.cli import DOCTOR_MIN_TIMED as MIN_TIMED
+from common.cli import OneLineParser, add_doctor_flags, split_passthrough
 from common.measure import cpu_time, memory, settings, stamp
 from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
@@ -51,7 +52,6 @@ from common.measure.profiling import mark_rank, profiler
 from common.measure.stages import Phases, compile_stats, eager_compiled, read_evidence, shut_down
 from common.measure.timing import PhaseTimer, StepTimer, data_shares, synchronize
 
-MIN_TIMED = 3  # fewer timed steps than this make no report
 NO_STEP_AFTER = 200  # model calls or batches with no optimizer.step(): the script needs --step
 
 
@@ -484,12 +484,9 @@ def parse_args(argv):
     p.add_argument("--out", required=True)
     p.add_argument("--trace-dir", required=True)
     add_doctor_flags(p)
-    own, sep, rest = argv, None, []
-    if "--" in argv:
-        i = argv.index("--")
-        own, sep, rest = argv[:i], "--", argv[i + 1:]
+    own, rest = split_passthrough(argv)
     args = p.parse_args(own)
-    if not sep or not rest:
+    if not rest:
         p.error("give the script after --: ... -- path/to/train.py its args")
     args.script, args.script_args = str(Path(rest[0]).resolve()), rest[1:]
     return args
@@ -511,16 +508,13 @@ def main(argv=None) -> int:
         how = "stopped" if observer.stage == "measured" else "no step"
     except SystemExit as e:
         if e.code not in (None, 0):
-            observer.uninstall()
             print(f"doctor: the script exited with status {e.code}; no report", file=sys.stderr)
             return e.code if isinstance(e.code, int) else 1
         how = "script exited"
     except KeyboardInterrupt:
-        observer.uninstall()
         print("doctor: interrupted: no report written", file=sys.stderr)
         return 130
     except BaseException as e:  # the script's own error: its traceback, as the user needs it
-        observer.uninstall()
         sys.stderr.write(user_traceback(e, script))
         print(f"doctor: the script raised {type(e).__name__} (traceback above); no report", file=sys.stderr)
         return 1

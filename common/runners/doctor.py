@@ -21,7 +21,7 @@ from pathlib import Path
 from common import catalog, env
 from common.analysis import doctor, figures
 from common.analysis.results import Observation, read_result, write_result
-from common.cli import OneLineParser, add_doctor_flags, doctor_flags, split_passthrough
+from common.cli import DOCTOR_MIN_TIMED, OneLineParser, add_doctor_flags, doctor_flags, split_passthrough
 from common.errors import CookbookError, exit_with
 from common.render import doctor as report
 from common.runners import launch
@@ -74,8 +74,8 @@ def main(argv=None) -> int:
     if obs.result is None:
         why = (STEP_HELP if obs.ended == "no step" or (obs.step == "optimizer" and obs.steps_seen == 0)
                else f"the script ended after {obs.steps_seen} steps, in the {obs.stage}: too few to time (the "
-                    f"doctor needs {args.warmup} warm-up steps and 3 timed ones; --warmup 1 needs the fewest, or let "
-                    "the script run longer)")
+                    f"doctor needs {args.warmup} warm-up steps and {DOCTOR_MIN_TIMED} timed ones; --warmup 1 needs "
+                    "the fewest, or let the script run longer)")
         print(f"doctor: no report: {why}", file=sys.stderr)
         return 1
     verdict = doctor.read(obs)

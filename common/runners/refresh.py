@@ -147,10 +147,10 @@ def main(argv=None) -> int:
     deadline = time.perf_counter() + args.budget
     status, done = 0, []
     gpus, ncu_found = launch.cuda_device_count(), shutil.which("ncu") is not None
-    for t in queue:
-        if why_not_here(t, gpus, ncu_found):
-            print(f"skip    {t.name}: {why_not_here(t, gpus, ncu_found)}", flush=True)
-    queue = [t for t in queue if not why_not_here(t, gpus, ncu_found)]
+    skipped = {t.name: why for t in queue if (why := why_not_here(t, gpus, ncu_found))}
+    for name, why in skipped.items():
+        print(f"skip    {name}: {why}", flush=True)
+    queue = [t for t in queue if t.name not in skipped]
     for t in queue:
         left = deadline - time.perf_counter()
         if expected_s(t, history) > left:
