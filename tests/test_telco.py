@@ -39,6 +39,28 @@ def test_load_splits_80_20_and_standardizes():
     assert src.rows == 7043 and src.features == 38 and src.kind == "synthetic"
 
 
+def test_a_cached_load_is_the_computed_one_bit_for_bit_and_needs_neither_pandas_nor_sklearn(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("COOKBOOK_DATA_DIR", str(tmp_path))
+    computed = telco.load("synthetic")
+    (cache,) = (tmp_path / "telco-arrays").glob("*.npz")
+    cached = telco.load("synthetic")
+    for a, b in zip(computed[:4], cached[:4]):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert cached[4] == computed[4]  # rows, features and churn rate too
+    probe = ("import sys; from common.workloads import telco; telco.load('synthetic'); "
+             "print(sorted(m for m in ('pandas', 'sklearn', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    cache.write_bytes(b"not an npz")  # a damaged cache is computed anew, not trusted
+    again = telco.load("synthetic")
+    assert np.array_equal(again[0], computed[0]) and np.load(cache)["X_train"].shape == (5634, 38)
+    assert telco.load("synthetic", seed=1)[0].shape == (5634, 38)  # another seed, another file
+    assert len(list((tmp_path / "telco-arrays").glob("*.npz"))) == 2
+
+
 def test_a_local_copy_is_recorded_as_local(synthetic_csv, tmp_path):
     copy = tmp_path / "telco.csv"
     copy.write_bytes(synthetic_csv.read_bytes())

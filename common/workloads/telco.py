@@ -2,16 +2,27 @@
 
 The real file is Kaggle's blastchar/telco-customer-churn WA_Fn-UseC_-Telco-Customer-Churn.csv:
 7,043 rows, 21 columns, about 26.5% churn, blank TotalCharges where tenure is 0.
+
+pandas and scikit-learn are imported where they are used: a load whose arrays are cached needs
+neither, and they are about a second and a half of every churn process's start otherwise.
 """
+from __future__ import annotations
+
+import hashlib
+import io
+from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from common import env
-from common.analysis.results import atomic_write_text
+from common.analysis.results import atomic_write_bytes, atomic_write_text
 from common.errors import CookbookError
 from common.workloads import datasource
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KAGGLE_DATASET = "blastchar/telco-customer-churn"
 CSV_NAME = "WA_Fn-UseC_-Telco-Customer-Churn.csv"
@@ -37,6 +48,8 @@ CONTRACT = ["Month-to-month", "One year", "Two year"]
 def synthetic_frame(seed: int = 0) -> pd.DataFrame:
     """7,043 customers with the real columns, value sets and rough marginals; churn depends on
     contract, tenure, fibre and payment method so a model has something to learn."""
+    import pandas as pd
+
     rng = np.random.default_rng(seed)
     n = ROWS
     yes_no = lambda p: np.where(rng.random(n) < p, "Yes", "No")  # noqa: E731
@@ -115,6 +128,8 @@ def locate(data_arg: str | None) -> tuple[Path, datasource.DataSource]:
 
 def read_csv(path: Path) -> pd.DataFrame:
     """Read and check a Telco CSV; any problem is one clear line."""
+    import pandas as pd
+
     path = Path(path)
     if not path.is_file():
         raise CookbookError(f"--data {path}: no such file; give the Telco churn CSV ({CSV_NAME})")
@@ -139,6 +154,8 @@ def read_csv(path: Path) -> pd.DataFrame:
 def encode(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The seed's preprocessing: coerce TotalCharges (blank -> median), label-encode binary columns
     and MultipleLines, one-hot the other multi-class columns, map Churn to 0/1. 38 features."""
+    import pandas as pd
+
     df = df.copy()
     df["TotalCharges"] = pd.to_numeric(df["TotalCharges"], errors="coerce")
     df["TotalCharges"] = df["TotalCharges"].fillna(df["TotalCharges"].median())
@@ -158,14 +175,41 @@ def encode(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str]]:
 
 
 def load(data_arg: str | None, seed: int = 42):
-    """Train/test arrays, standardized on the train split (80/20, random_state=42 as in the seed)."""
+    """Train/test arrays, standardized on the train split (80/20, random_state=42 as in the seed).
+    Cached per CSV content, seed, this module and the libraries that compute them (_cache_path)."""
+    path, src = locate(data_arg)
+    cache = _cache_path(path, seed) if Path(path).is_file() else None  # else read_csv says why, in one line
+    if cache is not None and cache.is_file():
+        try:
+            with np.load(cache) as found:
+                arrays = tuple(found[k] for k in SPLITS)
+                src.rows, src.features = int(found["rows"]), int(found["features"])
+                src.churn_rate = float(found["churn"])
+            return (*arrays, src)
+        except (OSError, ValueError, KeyError):  # a file not ours: computed anew below
+            pass
     from sklearn.model_selection import train_test_split
     from sklearn.preprocessing import StandardScaler
 
-    path, src = locate(data_arg)
     X, y, features = encode(read_csv(path))
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, random_state=seed)
     scaler = StandardScaler().fit(X_train)
     src.rows, src.features, src.churn_rate = len(X), len(features), round(float(y.mean()), 4)
-    return (scaler.transform(X_train).astype(np.float32), scaler.transform(X_test).astype(np.float32),
-            y_train, y_test, src)
+    arrays = (scaler.transform(X_train).astype(np.float32), scaler.transform(X_test).astype(np.float32),
+              y_train, y_test)
+    buf = io.BytesIO()
+    np.savez(buf, **dict(zip(SPLITS, arrays)), rows=src.rows, features=src.features, churn=src.churn_rate)
+    atomic_write_bytes(cache, buf.getvalue())  # whole or not at all: ranks and twins load at once
+    return (*arrays, src)
+
+
+SPLITS = ("X_train", "X_test", "y_train", "y_test")
+
+
+def _cache_path(csv: Path, seed: int) -> Path:
+    """The cached arrays' file: a digest of the CSV's bytes, the seed, this module's code and the
+    versions of numpy, pandas and scikit-learn, so that a change to any of them computes them anew."""
+    digest = hashlib.sha256(Path(csv).read_bytes())
+    digest.update(Path(__file__).read_bytes())
+    digest.update(f"{seed}|{'|'.join(metadata.version(m) for m in ('numpy', 'pandas', 'scikit-learn'))}".encode())
+    return env.data_dir() / "telco-arrays" / f"{digest.hexdigest()[:24]}.npz"
