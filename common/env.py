@@ -9,6 +9,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # loop handing out batches without measuring, so that the doctor's measurement is the only one
 PLAIN_ENV = "COOKBOOK_PLAIN"
 KERNEL_STEP_ENV = "COOKBOOK_KERNEL_STEP"  # the timed step make ncu-<recipe> profiles (common.runners.ncu)
+# set by the recipe runner for each child: its role and round, "fast:3" (under --aa the slow script
+# plays both roles); fault injection (common.measure.faults) reads it
+RUN_ENV = "COOKBOOK_RUN"
 
 
 def run_id() -> str:

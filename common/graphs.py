@@ -5,6 +5,8 @@ import copy
 
 import torch
 
+from common.measure import trainstate
+
 
 def capture(step, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None, run=None, warmup: int = 3):
     """On a CPU there are no CUDA graphs: (None, None), and a notice in the run's result. On CUDA:
@@ -25,7 +27,7 @@ def _capture(step, model, optimizer, run, warmup):
             run.notices.append("CUDA graphs need CUDA: the fast twin ran its step eagerly on this CPU")
         return None, None
     saved_model = copy.deepcopy(model.state_dict())
-    saved_optimizer = copy.deepcopy(optimizer.state_dict()) if optimizer is not None else None
+    saved_optimizer = trainstate.optimizer_state(optimizer) if optimizer is not None else None
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -43,23 +45,13 @@ def _capture(step, model, optimizer, run, warmup):
         for name, tensor in model.state_dict().items():
             tensor.copy_(saved_model[name])
         if optimizer is not None:
-            _reset_optimizer(optimizer, saved_optimizer)
+            trainstate.restore_optimizer(optimizer, saved_optimizer)
     if optimizer is not None:
         optimizer.zero_grad(set_to_none=True)  # the backward in the graph allocates .grad from its pool
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = step()
     return graph, out
-
-
-def _reset_optimizer(optimizer, saved):
-    """The optimizer's state as it was before the warm-up, written into its existing tensors (a
-    state it did not have yet, as in a fresh optimizer, starts from zeros: what it would create)."""
-    for index, state in enumerate(optimizer.state.values()):
-        before = saved["state"].get(index, {})
-        for key, value in state.items():
-            if torch.is_tensor(value):
-                value.copy_(before[key]) if key in before else value.zero_()
 
 
 def replay(graph, out: torch.Tensor) -> torch.Tensor:

@@ -7,10 +7,11 @@ the script its batches and returns what it measured:
   warm-up  (untimed, each step waited for; its wall time, compile time included, is reported on its
            own line, with any one-time setup the script timed before the loop: `run.setup(name)`,
            a hand-captured CUDA graph's warm-up and recording)
+  probe    (steps on one batch, for the parity check's learning probe: from where the warm-up
+           ends, which both twins reach alike; the training state is then put back; never timed)
   timed    (per-step CUDA events or perf_counter, read once after the loop; no profiler)
   profiled (torch.profiler, 1 warm-up + N active steps -> trace + evidence; never timed)
   counted  (one step under FlopCounterMode: the FLOPs a step really executes, recomputation included)
-  probe    (more steps on the last batch, for the parity check's learning probe; never timed)
 """
 import contextlib
 import itertools
@@ -37,7 +38,7 @@ from common.analysis.results import (
     write_result,
 )
 from common.errors import EXIT_OOM
-from common.measure import faults, memory, stages, stamp
+from common.measure import faults, memory, stages, stamp, trainstate
 from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
 from common.measure.process import is_oom, process_hooks, resolve_device, writable_dir
@@ -134,9 +135,10 @@ class Run:
         self.graph_flops = None  # set by common.graphs.capture: a recorded step's FLOPs, counted eagerly
         self._data_source = None
         self._setup_s = {}  # one-time work timed by run.setup(name) before the loop, seconds by name
-        self._losses, self._probe_from, self._output_bytes = [], 0, None
+        self._losses, self._probe_span, self._output_bytes = [], (0, 0), None
         self._feed, self._monitor, self._measured = None, None, Measured()
         self._hooks = None
+        self._optimizers = trainstate.Stepped()  # what the learning probe saves and puts back
         self.memory_cap_gb = None  # set when --memory-budget-gb capped the allocator (CUDA)
         self._t_start = time.perf_counter()
         if args.memory_budget_gb:
@@ -194,16 +196,24 @@ class Run:
         self._losses.append(output.detach().clone())
 
     def loop(self, batches):
-        """Yield warm-up, timed, profiled and counted batches, then the probe's; each stage measures its own."""
+        """Yield warm-up, probe, timed, profiled and counted batches; each stage measures its own."""
         if os.environ.get(env.PLAIN_ENV):
             yield from self._plain(batches)
             return
-        source = iter(batches)
-        fault = faults.planned(self.variant, self.pair, self.workload)
-        feed = self._feed = stages.Feed(faults.wrap(source, fault, at=self.warmup) if fault else source, self._phases)
+        source = stream = iter(batches)
+        if (pace := faults.pace(self.variant)) is not None:
+            stream = faults.paced(stream, pace)
+        if fault := faults.planned(self.variant, self.pair, self.workload):
+            stream = faults.wrap(stream, fault, armed=lambda: self.stage == "timed steps")
+        feed = self._feed = stages.Feed(stream, self._phases)
         cfg, phases, m = self.config, self._phases, self._measured
         self.stage = "warm-up"
         warm = yield from stages.warm_up(feed, self.device, cfg.warmup, phases.ranges, sum(self._setup_s.values()))
+        self.stage = "learning probe"
+        first = len(self._losses)
+        if self._output_bytes is None:  # serving scripts learn nothing: no probe
+            yield from stages.probed(feed, self.device, cfg.probe_steps, phases.ranges, self._optimizers)
+        self._probe_span = (first, len(self._losses))
         self.stage = "timed steps"
         self._monitor = GpuMonitor(self.device)
         if self._monitor.notice:
@@ -222,10 +232,6 @@ class Run:
                                                 + (f"_rank{self.rank}" if self.world > 1 else ""), memory_dir, phases)
         self.stage = "flop count"
         m.flops = yield from stages.counted(feed, self.graph_flops)
-        self.stage = "learning probe"
-        self._probe_from = len(self._losses)
-        if self._output_bytes is None:  # serving scripts learn nothing: no probe
-            yield from stages.probed(feed.last, cfg.probe_steps)
         stages.shut_down(source)
 
     def _plain(self, batches):
@@ -265,7 +271,10 @@ class Run:
             raise RuntimeError("run.finish() before run.loop() ran to its end")
         # a loss is a scalar; a served batch's answers are reduced to their mean here, after the timing
         losses = torch.stack([x.float().mean() for x in self._losses]).cpu().tolist() if self._losses else []
-        losses, probe_losses = losses[:self._probe_from], losses[self._probe_from:]
+        a, b = self._probe_span  # step k of `losses` is the k-th step outside the probe, in both twins
+        losses, probe_losses = losses[:a] + losses[b:], losses[a:b]
+        if self._output_bytes is not None:  # serving (known only once it logged an answer): no probe
+            probe_losses = []
         gpu = self._monitor.report()  # started with the timed steps, which finished
         result = self._result("ok")
         result.timing, result.memory, result.evidence = m.timing, m.memory, m.evidence
@@ -288,6 +297,7 @@ class Run:
 
     def close(self) -> None:
         """Restore the process hooks start() installed."""
+        self._optimizers.close()
         if self._hooks is not None:
             self._hooks.close()
             self._hooks = None

@@ -192,6 +192,7 @@ BAD_RUNNER_INPUT = [
     (["common.runners.sweep", "amp", "--values", "0,-4"], "--values '0,-4': '0' is not a valid batch size"),
     (["common.runners.sweep", "amp", "--values", "4,x"], "'x' is not a valid batch size"),
     (["common.runners.sweep", "dataloader", "--values", "0,-1"], "'-1' is not a valid DataLoader workers"),
+    (["common.runners.sweep", "amp", "--values", "4,4"], "--values '4,4': batch size 4 is given twice"),
     (["common.runners.sweep", "amp", "--rounds", "0"], "--rounds: must be 1 or more"),
     (["common.runners.sweep", "amp", "--", "--batch-size", "8"], "it is the sweep's knob"),
     (["common.runners.compare", "amp", "--data", "resnet18=/nonexistent"], "no cifar-10-batches-py folder"),

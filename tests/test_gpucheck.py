@@ -15,14 +15,18 @@ def test_the_check_covers_every_recipe_sweep_ladder_and_diagnosis(tmp_path, monk
     monkeypatch.setattr(gpucheck.shutil, "which", lambda name: f"/usr/local/cuda/bin/{name}")  # ncu installed
     names = [t.name for t in gpucheck.targets(smoke=False, out=tmp_path)]
     sweeps = catalog.swept()
-    assert names == ["tests", *[f"recipe-{r}" for r in catalog.available()], *[f"sweep-{r}" for r in sweeps],
+    assert names == ["aa", "tests", *[f"recipe-{r}" for r in catalog.available()], *[f"sweep-{r}" for r in sweeps],
                      "ladder", "diagnose-churn", "diagnose-resnet18", "doctor-churn", "doctor-resnet18", "ncu-amp"]
-    for t in gpucheck.targets(smoke=False, out=tmp_path)[1:]:
+    aa = gpucheck.targets(smoke=False, out=tmp_path)[0]
+    assert aa.alone and "--aa" in aa.cmd and "--rounds" not in aa.cmd  # the real sizes, rounds until it decides
+    assert "--reports-dir" not in aa.cmd  # into reports/results/amp/aa/, where the reports rendered here cite it
+    for t in gpucheck.targets(smoke=False, out=tmp_path)[2:]:
         assert str(tmp_path) in t.cmd  # never over the committed reports
         assert "--smoke" not in t.cmd
         assert "20" in t.cmd or "10" in t.cmd or t.name == "ncu-amp"  # a GPU's few steps (ncu: 2 timed, 1 profiled)
     smoke = gpucheck.targets(smoke=True, out=tmp_path)
-    assert all("--smoke" in t.cmd for t in smoke[1:]) and "ncu-amp" not in [t.name for t in smoke]  # ncu: CUDA only
+    assert all("--smoke" in t.cmd for t in smoke[2:]) and str(tmp_path) in smoke[0].cmd  # a test's A/A: its folder
+    assert "ncu-amp" not in [t.name for t in smoke]  # ncu: CUDA only
     monkeypatch.setattr(gpucheck.shutil, "which", lambda name: None)
     assert "ncu-amp" not in [t.name for t in gpucheck.targets(smoke=False, out=tmp_path)]  # not installed
 
@@ -53,3 +57,29 @@ def test_one_line_per_target_ok_or_failed_with_its_log(tmp_path):
     failed = next(line for line in lines if line.startswith("FAILED  diagnose-churn"))
     assert "exit 1" in failed and "(log: " in failed and (tmp_path / "logs" / "diagnose-churn.log").exists()
     assert lines[-1] == "gpu-check: 1 of 2 ok; failed: diagnose-churn"
+
+
+def test_the_aa_runs_alone_before_the_others_and_its_ok_line_shows_its_interval(tmp_path, monkeypatch):
+    """The order and the line, with stand-in targets (tests/test_aa.py runs compare --aa itself)."""
+    said = "A/A: 1.00x, 0.98-1.02 (95% CI, 3 processes each): no meaningful difference (inside +-3%); parity ok"
+    stand_ins = [gpucheck.Target("aa", ["-c", f"print('x'); print({said!r}); print('y')"], alone=True, tells="A/A: "),
+                 gpucheck.Target("quick", ["-c", "pass"]), gpucheck.Target("other", ["-c", "pass"])]
+    started = []
+    real_run = gpucheck.run
+
+    def run(target, log, timeout):
+        started.append((target.name, timeout))
+        return real_run(target, log, timeout)
+
+    monkeypatch.setattr(gpucheck, "targets", lambda smoke, out: stand_ins)
+    monkeypatch.setattr(gpucheck, "run", run)
+    assert gpucheck.main(["--smoke", "--out", str(tmp_path), "--jobs", "2"]) == 0
+    assert started[0] == ("aa", gpucheck.AA_SECONDS)  # first, alone, bounded
+    assert {name for name, _ in started[1:]} == {"quick", "other"}
+
+
+def test_an_ok_line_shows_the_last_line_its_target_tells(tmp_path):
+    target = gpucheck.Target("aa", ["-c", "print('A/A: 1.50x, 0.20-9.00 (first)'); print('A/A: 1.01x, 0.99-1.03')"],
+                             tells="A/A: ")
+    ok, line = gpucheck.run(target, tmp_path / "aa.log", 60)
+    assert ok and line.startswith("ok      aa") and line.endswith("  A/A: 1.01x, 0.99-1.03")

@@ -1,10 +1,12 @@
-"""The parity rule holds for a correct twin at every size the project runs, and still fails a broken one.
+"""The parity rule holds for a correct twin at every size the project runs, passes the slow script
+against itself (an A/A), and still fails a broken twin.
 
 The broken twins are the AMP fast twins with one bug each, written from the real scripts at test
 time: one that stops learning (its optimizer step gone) and one that learns at a tenth of the rate
-(a wrong learning rate, as a missing unscale does to plain SGD). They run through the real harness
-at the batch sizes the CPU runs use (the smoke presets and the sweep's smoke points); the churn MLP
-also at the GPU's batch sizes, which a CPU runs too."""
+(a wrong learning rate, as a missing unscale does to plain SGD). The A/A's second copy is the slow
+script again with more timed steps, as a faster twin times more of them to fill its minimum time.
+They run through the real harness at the batch sizes the CPU runs use (the smoke presets and the
+sweep's smoke points); the churn MLP also at the GPU's batch sizes, which a CPU runs too."""
 import json
 import os
 import subprocess
@@ -26,6 +28,8 @@ BROKEN = {  # name -> (text in the AMP fast twin, its replacement)
     "slowlearner": ("lr=1e-", "lr=0.1e-"),
 }
 SIZES = [("resnet18", 2), ("resnet18", 4), ("churn", 2), ("churn", 512)]
+AGAIN = "again"  # the slow script once more, timing more steps: the A/A's second copy
+MORE_STEPS = {"resnet18": 6, "churn": 12}  # twice the smoke presets'
 
 
 def test_the_early_tolerance_widens_below_its_batch_and_never_narrows_above():
@@ -43,9 +47,9 @@ def test_the_archived_h100_amp_twins_pass_at_their_batch_sizes():
         assert measured <= early_tolerance(rule, entry["slow"]["config"]["batch_size"]) / 2, workload
 
 
-def _run(script, workload, batch, out):
+def _run(script, workload, batch, out, longer=False):
     cmd = [sys.executable, str(script), "--device", "cpu", "--smoke", "--data", "synthetic", "--profile-steps", "0",
-           "--batch-size", str(batch), "--out", str(out)]
+           "--batch-size", str(batch), "--out", str(out), *(["--steps", str(MORE_STEPS[workload])] if longer else [])]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -60,7 +64,8 @@ def twins(tmp_path_factory):
     for workload in {w for w, _ in SIZES}:
         fast = catalog.script("amp", workload, "fast").read_text()
         scripts[workload] = {"slow": catalog.script("amp", workload, "slow"),
-                             "fast": catalog.script("amp", workload, "fast")}
+                             "fast": catalog.script("amp", workload, "fast"),
+                             AGAIN: catalog.script("amp", workload, "slow")}
         for name, (text, replacement) in BROKEN.items():
             assert text in fast, f"amp/{workload}_fast.py no longer has {text!r}"
             path = folder / f"{workload}_{name}.py"
@@ -68,7 +73,8 @@ def twins(tmp_path_factory):
             scripts[workload][name] = path
     jobs = [(w, b, v, s) for w, b in SIZES for v, s in scripts[w].items()]
     with ThreadPoolExecutor(2) as pool:
-        results = pool.map(lambda j: (j, _run(j[3], j[0], j[1], folder / f"{j[0]}_{j[1]}_{j[2]}.json")), jobs)
+        results = pool.map(lambda j: (j, _run(j[3], j[0], j[1], folder / f"{j[0]}_{j[1]}_{j[2]}.json",
+                                              longer=j[2] == AGAIN)), jobs)
         found = {}
         for (w, b, v, _), result in results:
             found.setdefault((w, b), {})[v] = result
@@ -85,3 +91,13 @@ def test_a_correct_twin_passes_and_each_broken_twin_fails_at_this_size(twins, wo
     for name in BROKEN:
         bad = parity(runs["slow"], runs[name], rule)
         assert not bad.ok, f"{name} at batch {batch} passed: {bad}"
+
+
+@pytest.mark.parametrize("workload, batch", SIZES)
+def test_the_slow_script_against_itself_over_a_longer_stretch_passes_exactly(twins, workload, batch):
+    slow, again = twins[(workload, batch)]["slow"], twins[(workload, batch)][AGAIN]
+    assert again.timing.summary.n == 2 * slow.timing.summary.n
+    aa = parity(slow, again, catalog.parity_rule("amp", workload))
+    assert aa.ok, parity_failure(aa)
+    assert aa.probe_steps > 0 and aa.probe_max_rel == 0  # one program, probed from one state
+    assert aa.early_max_rel == 0 and aa.max_rel == 0  # and every step both ran, the same

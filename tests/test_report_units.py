@@ -153,3 +153,25 @@ def test_backward_ops_on_autograd_s_thread_belong_to_the_backward_phase(tmp_path
     path.write_text(json.dumps({"traceEvents": events}))
     backward = profiling.trace_evidence(path, torch.device("cuda"), ("backward",))["phases"]["backward"]
     assert backward["ops"] == 1 and backward["kernels"] == 1  # the evaluate_function and its nested mm: one call
+
+
+def test_a_report_cites_the_latest_aa_of_its_own_device_as_the_noise_floor(tmp_path):
+    from common.analysis.results import write_result
+
+    def report_md():
+        return report.render_markdown(_comparison(_entry([10.0, 10.1, 9.9], [5.0, 5.1, 4.9])), tmp_path)
+
+    assert "noise floor" not in report_md()  # no A/A here yet
+    for folder, medians, date in (("amp", [10.0, 10.2, 9.8], "2026-11-23"),
+                                  ("sync_removal", [10.0, 10.1, 9.9], "2026-11-24")):
+        aa = _comparison(_entry(medians, [10.1, 9.9, 10.0]))
+        aa.aa = True
+        aa.workloads["churn"].slow.env.date = f"{date}T10:00:00+00:00"
+        write_result(tmp_path / "results" / folder / "aa" / "comparison.json", aa)
+    other = _comparison(_entry([1.0, 1.1], [1.0, 1.1], device="cpu"))  # another device: never cited here
+    other.aa = True
+    write_result(tmp_path / "results" / "compile" / "aa" / "comparison.json", other)
+    row = next(line for line in report_md().splitlines() if line.startswith("| noise floor here (A/A) |"))
+    s = stats.speedup([10.0, 10.1, 9.9], [10.1, 9.9, 10.0])  # the newer one's
+    assert f"{s.ratio:.2f}x, 95% CI {s.low:.2f}-{s.high:.2f}: amp/churn's slow script against itself" in row
+    assert "2026-11-24" in row and "3 processes each" in row

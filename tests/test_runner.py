@@ -182,16 +182,45 @@ def test_fault_injection_wraps_the_batch_stream(monkeypatch):
     monkeypatch.setenv(faults.ENV, "crash:fast:churn")
     assert faults.planned("fast", "churn") == "crash" and faults.planned("slow", "churn") is None
     assert faults.planned("fast", "resnet18") is None
-    stream = faults.wrap(iter(range(10)), "crash", at=3)
-    assert [next(stream) for _ in range(3)] == [0, 1, 2]
+    asked = []
+    stream = faults.wrap(iter(range(10)), "crash", armed=lambda: len(asked) == 3)
+    for _ in range(3):
+        asked.append(next(stream))
+    assert asked == [0, 1, 2]
     with pytest.raises(RuntimeError, match="injected crash"):
         next(stream)
+    monkeypatch.setenv(faults.env.RUN_ENV, "fast:1")  # under --aa the slow script plays the fast role
+    assert faults.planned("slow", "churn") == "crash"
     import inspect
 
     from common.measure import stages
 
     timed = inspect.getsource(stages.timed)
-    assert "fault" not in timed.lower()  # nothing of it inside the timed loop
+    assert "fault" not in timed.lower() and "pace" not in timed.lower()  # nothing of it inside the timed loop
+
+
+def test_the_pace_fault_gives_each_role_and_round_its_factor_and_stretches_each_step(monkeypatch):
+    import time
+
+    from common.measure import faults
+
+    monkeypatch.setenv(faults.ENV, "pace:1,1.5,2")
+    factors = {}
+    for round_no in (1, 2, 3):
+        for role in ("slow", "fast"):
+            monkeypatch.setenv(faults.env.RUN_ENV, f"{role}:{round_no}")
+            factors[role, round_no] = faults.pace("slow")  # the script's own name does not matter
+    assert [factors["slow", r] for r in (1, 2, 3)] == [1, 1.5, 2]
+    assert [factors["fast", r] for r in (1, 2, 3)] == [1.5, 2, 1]  # the same paces, another order
+    assert faults.planned("fast", "churn") is None  # a pace is no crash
+    monkeypatch.delenv(faults.env.RUN_ENV)
+    assert faults.pace("fast") == 1.5  # outside a runner: the script's variant, round 1
+    stream = faults.paced(iter(range(3)), 3.0)
+    next(stream)
+    time.sleep(0.05)  # the step's own work
+    t0 = time.perf_counter()
+    next(stream)
+    assert time.perf_counter() - t0 >= 0.09  # slept twice the step again before the next batch
 
 
 def test_a_relative_reports_folder_is_taken_from_where_the_runner_starts(tmp_path, monkeypatch):

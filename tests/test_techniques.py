@@ -5,6 +5,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from common import data, graphs
+from common.measure import trainstate
 from common.workloads.device_batches import DeviceBatches
 
 WORKLOADS = ("churn", "resnet18")
@@ -91,7 +92,7 @@ def test_the_optimizer_state_is_put_back_after_the_warm_up():
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    saved = optimizer.state_dict()
+    saved = trainstate.optimizer_state(optimizer)
     for _ in range(3):
         optimizer.zero_grad()
         model(torch.randn(4, 3)).sum().backward()
@@ -100,7 +101,7 @@ def test_the_optimizer_state_is_put_back_after_the_warm_up():
     with torch.no_grad():
         for name, tensor in model.state_dict().items():
             tensor.copy_(before[name])
-        graphs._reset_optimizer(optimizer, saved)
+    trainstate.restore_optimizer(optimizer, saved)
     assert torch.equal(model.weight, before["weight"])
     for state in optimizer.state.values():
         assert all(torch.count_nonzero(v) == 0 for v in state.values() if torch.is_tensor(v))

@@ -55,11 +55,15 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
       cast shows at once);
     - trajectory: means over windows of steps stay close, measured against the initial loss so that
       losses near zero do not blow the ratio up (a run that diverges shows here);
-    - probe: after the run, both train on one batch for a few steps (measure.stages.probed) and must fit it
-      alike, where the early steps are compared: fresh batches' noise can hide a twin that stops
+    - probe: after the warm-up, both train on one batch for a few steps (measure.stages.probed) and must
+      fit it alike, where the early steps are compared: fresh batches' noise can hide a twin that stops
       learning for hundreds of steps; the probe shows it in a few, at any batch size;
     - every loss of the fast twin is finite.
-    Runs that timed more steps to fill their minimum time are compared over the steps both ran."""
+    The probe starts where the warm-up ends, which both twins reach alike, puts the training state
+    back when it ends, and keeps its losses apart: step k of `losses` is the k-th step outside the
+    probe in both twins, the same batch from the same state, whichever stage (timed, profiled,
+    counted) ran it. A twin that timed more steps to fill its minimum time is compared over the
+    steps both ran."""
     what, rtol = rule.get("what", "training loss"), rule["rtol"]
     n = min(len(slow.losses), len(fast.losses))
     if n == 0:

@@ -572,6 +572,7 @@ class Comparison(Record):
     failures: list[Failure]
     rounds: ComparisonRounds = field(default_factory=ComparisonRounds)
     budget: MemoryBudget | None = None
+    aa: bool = False  # an A/A: the pair's slow script in both roles (compare --aa), the noise floor
 
 
 @dataclass

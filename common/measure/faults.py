@@ -1,14 +1,30 @@
-"""Fault injection for testing the runners on a CPU: COOKBOOK_FAULT="oom:fast" (or "crash:slow:churn", or
-"crash:fast:churn:1" for rank 1 of a torchrun launch only) makes the matching variant (and workload,
-and rank) fail at its first timed step. It wraps the batch stream,
-so nothing of it sits inside the harness's timed loop."""
+"""Fault injection for testing the runners on a CPU, through COOKBOOK_FAULT:
+
+- "oom:fast" (or "crash:slow:churn", or "crash:fast:churn:1" for rank 1 of a torchrun launch only)
+  makes the matching variant (and workload, and rank) fail at its first timed step;
+- "pace:1,1.5,2" stretches every step of a process by a factor, as a loaded host does: the slow
+  twin of round r takes the r-th factor and the fast twin the next one (cyclically), so that in an
+  A/A over as many rounds as factors both twins meet every pace once, neither favoured, while the
+  twins of one round run at different paces and time different numbers of steps.
+
+The variant is the run's role in its comparison (RUN_ENV, which the recipe runner sets: under
+`--aa` the slow script plays both roles), else the script's own. Both wrap the batch stream, so
+nothing of them sits inside the harness's timed loop."""
 import os
+import time
 
 import torch
 
-from common.env import rank_world
+from common import env
 
 ENV = "COOKBOOK_FAULT"
+KINDS = ("oom", "crash")
+
+
+def role(variant: str) -> tuple[str, int]:
+    """(the run's role, its round) as the runner set them in RUN_ENV ("fast:3"); else (variant, 1)."""
+    given, _, round_no = os.environ.get(env.RUN_ENV, "").partition(":")
+    return given or variant, int(round_no) if round_no.isdigit() else 1
 
 
 def planned(variant: str, pair: str, workload: str | None = None) -> str | None:
@@ -17,18 +33,37 @@ def planned(variant: str, pair: str, workload: str | None = None) -> str | None:
     kind, _, target = spec.partition(":")
     want_variant, _, rest = target.partition(":")
     want, _, rank = rest.partition(":")
-    if not spec or want_variant != variant or want not in ("", pair, workload):
+    if kind not in KINDS or want_variant != role(variant)[0] or want not in ("", pair, workload):
         return None
-    if rank and rank != str(rank_world()[0]):
+    if rank and rank != str(env.rank_world()[0]):
         return None
     return kind
 
 
-def wrap(batches, kind: str, at: int):
-    """The batches, raising `kind` when batch number `at` (the first timed step) is asked for."""
-    for i, batch in enumerate(batches):
-        if i == at:
+def pace(variant: str) -> float | None:
+    """The factor by which "pace:F1,F2,..." stretches this run's steps, if it is planned."""
+    kind, _, values = os.environ.get(ENV, "").partition(":")
+    if kind != "pace":
+        return None
+    factors = [float(v) for v in values.split(",") if v.strip()]
+    who, round_no = role(variant)
+    return factors[(round_no - 1 + (who != "slow")) % len(factors)] if factors else None
+
+
+def wrap(batches, kind: str, armed):
+    """The batches, raising `kind` at the first batch asked for while armed() (the first timed step)."""
+    for batch in batches:
+        if armed():
             if kind == "oom":
                 raise torch.cuda.OutOfMemoryError(f"CUDA out of memory (injected by {ENV})")
             raise RuntimeError(f"injected crash ({ENV}={kind})")
         yield batch
+
+
+def paced(batches, factor: float):
+    """The batches, each step stretched to `factor` times its own length: the time the script spent
+    on the step just handed out, slept again (factor - 1) times before the next batch comes."""
+    for batch in batches:
+        handed = time.perf_counter()
+        yield batch
+        time.sleep(max(0.0, factor - 1) * (time.perf_counter() - handed))

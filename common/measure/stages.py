@@ -18,7 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from common import env
 from common.analysis import stats
 from common.analysis.results import CompileStats, Evidence, PhaseEvidence, Timing
-from common.measure import cpu_time, hta, memory
+from common.measure import cpu_time, hta, memory, trainstate
 from common.measure.nvtx import Ranges, kernel_window
 from common.measure.profiling import mark_rank, memory_artifacts, op_views, profiler, trace_evidence
 from common.measure.timing import DataTimer, PhaseTimer, StepTimer, synchronize
@@ -184,11 +184,36 @@ def counted(feed: Callable, recorded_flops: float | None) -> Stage:
     return counter.get_total_flops() or recorded_flops
 
 
-def probed(batch, steps: int) -> Stage:
-    """The learning probe, for parity: more steps on the last batch, which any model soon fits, so
-    a twin that stops learning shows in a few steps at any batch size (aggregate.parity)."""
-    for _ in range(steps):
-        yield batch
+def probed(feed: Feed, device: torch.device, steps: int, ranges: Ranges, optimizers) -> Stage:
+    """The learning probe, for parity: `steps` steps on one batch (a copy of the last warm-up one),
+    which any model soon fits, so a twin that stops learning shows in a few steps at any batch size
+    (aggregate.parity). It starts where the warm-up ends, which both twins reach alike, so both probe
+    from the same state however many steps each then times. Then the training state of `optimizers`
+    (trainstate.Stepped: parameters, gradients, optimizer state) is put back, so that the probe's
+    steps do not bend the trajectory that parity compares; the batches and random numbers it drew
+    stay drawn, alike in both twins. Each probe step draws (and drops) a batch, as a step does, so
+    that a loader's prefetch queue is no fuller when the timing starts than after any other step."""
+    if not steps:
+        return
+    saved = trainstate.save(optimizers)
+    batch = _copied(feed.last if feed.last is not None else feed())
+    for i in range(steps):
+        with ranges.range(f"probe {i}"):
+            feed()
+            yield batch
+    trainstate.restore(saved)
+    synchronize(device)  # note: this is a sync point, before the timed steps (the probe is never timed)
+
+
+def _copied(batch):
+    """A batch's tensors copied (a loader may hand out the next batch in the same buffer)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.clone()
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_copied(b) for b in batch) if type(batch) in (tuple, list) else batch
+    if isinstance(batch, dict):
+        return {k: _copied(v) for k, v in batch.items()}
+    return batch
 
 
 def eager_compiled():

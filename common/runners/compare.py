@@ -9,6 +9,11 @@ after every round, and rounds are added until it decides (it excludes 1, or lies
 floor) or MAX_ROUNDS is reached; the report says which. Then: parity of the loss trajectories, a
 terminal summary, and the report (reports/<recipe>.md, plot, side-by-side diffs).
 
+With --aa the slow script plays both roles (an A/A): the same rounds, statistics and parity check
+on two copies of one program, which must pass parity and must not be called faster or slower. Its
+interval is this machine's noise floor ("A/A: 1.00x, 0.98-1.02"); it writes no report, only its
+results under reports/results/<recipe>/aa/, and exits 1 if the pipeline fails the check.
+
 Every input (the runner's flags, each --data path, the flags after -- as the scripts read them, the
 reports folder) is checked before the first run starts and before anything is written.
 """
@@ -58,6 +63,9 @@ def parse_args(argv):
     p.add_argument("--memory-budget-gb", type=non_negative_float, default=budget.DEFAULT_GB, metavar="GB",
                    help=f"for recipes with a memory-budget search (checkpointing): the budget (default "
                         f"{budget.DEFAULT_GB:g}, the seed's T4); 0 skips the search")
+    p.add_argument("--aa", action="store_true",
+                   help="A/A: the slow script in both roles, to measure this machine's noise floor and check the "
+                        "pipeline (no report is written; results under reports/results/<recipe>/aa/)")
     p.add_argument("--parity-rtol", type=positive_float, metavar="FRACTION",
                    help="override the recipe's trajectory tolerance (windowed mean loss difference as a fraction "
                         "of the initial loss, e.g. 0.01)")
@@ -106,6 +114,7 @@ class Plan:
     nproc: int | None = None  # ranks per run, for a recipe torchrun launches (settings.DISTRIBUTED)
     budget_gb: float = budget.DEFAULT_GB
     budget_spec: dict | None = None  # the recipe's BUDGET setting, if it searches batch sizes under a budget
+    aa: bool = False  # --aa: the slow script in both roles
 
     def rule_for(self, workload: str) -> dict:
         rule = catalog.parity_rule(self.recipe, workload)
@@ -163,15 +172,18 @@ def make_plan(argv) -> Plan:
             check_script_flags(args.script_args, catalog.workload_of(w), overrides, w,
                                prog=f"python -m recipes.{recipe}.{w}_slow", reserved=("out", "trace_dir"))
     reports_dir = Path(args.reports_dir)
-    results_dir = launch.output_folder(reports_dir, recipe)  # checked; created once the run starts
+    # checked; created once the run starts. An A/A's results stay apart from the recipe's
+    results_dir = launch.output_folder(reports_dir, recipe, *(["aa"] if args.aa else []))
     common_flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
+    script_args = args.script_args + (["--profile-steps", "0"] if args.aa else [])  # an A/A needs no evidence
     return Plan(recipe=recipe, title=settings.TITLE, cuda=cuda, evidence=tuple(getattr(settings, "EVIDENCE", ())),
                 parity_rtol=args.parity_rtol, rounds=rounds, workloads=workloads,
-                script_flags={w: common_flags + data[catalog.workload_of(w)] + args.script_args for w in workloads},
+                script_flags={w: common_flags + data[catalog.workload_of(w)] + script_args for w in workloads},
                 cpus=cpus, reports_dir=reports_dir, results_dir=results_dir,
                 traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke,
                 command="python -m common.runners.compare " + " ".join(argv),
-                budget_spec=getattr(settings, "BUDGET", None), budget_gb=args.memory_budget_gb, nproc=nproc)
+                budget_spec=None if args.aa else getattr(settings, "BUDGET", None), budget_gb=args.memory_budget_gb,
+                nproc=nproc, aa=args.aa)
 
 
 def run_variant(plan: Plan, workload, variant, round_no) -> launch.Outcome:
@@ -179,10 +191,11 @@ def run_variant(plan: Plan, workload, variant, round_no) -> launch.Outcome:
     flags = ["--trace-dir", str(plan.traces_dir / f"{workload}_{variant}")] + plan.script_flags[workload]
     if round_no > 1:
         flags += ["--profile-steps", "0", "--probe-steps", "0"]  # the evidence and the parity come from round 1
-    module = ["-m", f"recipes.{plan.recipe}.{workload}_{variant}"]
+    module = ["-m", f"recipes.{plan.recipe}.{workload}_{'slow' if plan.aa else variant}"]
     if plan.nproc:  # one round is one torchrun launch of N ranks; rank 0 writes the result of them all
         module = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(plan.nproc), *module]
-    return launch.child(module, flags, out, cpus=plan.cpus, rerun=f"make recipe-{plan.recipe}")
+    return launch.child(module, flags, out, cpus=plan.cpus, rerun=f"make recipe-{plan.recipe}",
+                        extra_env={env.RUN_ENV: f"{variant}:{round_no}"})
 
 
 def run_workload(plan: Plan, workload, counter: launch.Counter) -> tuple[dict, list, str]:
@@ -235,13 +248,14 @@ def run_all(plan: Plan) -> Comparison:
     launch.ensure_ceiling(plan.cuda)
     counter = make_counter(plan)
     _, least, most = counter.totals()
-    print(f"{plan.recipe}: {len(plan.workloads)} workload(s) x slow/fast, {plan.rounds.describe()}"
+    print(f"{plan.recipe}: {len(plan.workloads)} workload(s) x "
+          f"{'slow/slow (A/A: the slow script in both roles)' if plan.aa else 'slow/fast'}, {plan.rounds.describe()}"
           f"{', then the memory-budget search' if plan.probes_budget else ''}: {least}"
           f"{'' if least == most else f' to {most}'} runs, {'CUDA' if plan.cuda else 'CPU'}"
           f"{' (smoke)' if plan.smoke else ''}, cores {env.cpu_ranges(plan.cpus)}; logs in {plan.results_dir}",
           flush=True)
     comparison = Comparison(recipe=plan.recipe, title=plan.title, evidence_keys=list(plan.evidence), smoke=plan.smoke,
-                            device="cuda" if plan.cuda else "cpu", command=plan.command,
+                            device="cuda" if plan.cuda else "cpu", command=plan.command, aa=plan.aa,
                             results_dir=str(plan.results_dir), workloads={}, failures=[],
                             rounds=ComparisonRounds(least=plan.rounds.least, most=plan.rounds.most,
                                                     fixed=plan.rounds.fixed, looks=plan.rounds.looks,
@@ -288,13 +302,42 @@ def search_budget(plan: Plan, counter: launch.Counter | None = None) -> MemoryBu
     return found
 
 
+AA_VERDICT = {"faster": "called FASTER than itself", "slower": "called SLOWER than itself",
+              "no meaningful difference": f"no meaningful difference (inside +-{stats.FLOOR:.0%})",
+              "undecided": "no significant difference"}
+
+
+def aa_verdicts(plan: Plan, comparison: Comparison) -> list[str]:
+    """An A/A's line per pair ("A/A: 1.00x, 0.98-1.02 ..."), printed; the reasons it fails the check."""
+    reasons = []
+    for workload, entry in comparison.workloads.items():
+        s = entry.speedup
+        if s is None:
+            continue
+        n = s.processes[0] if s.processes[0] == s.processes[1] else "/".join(map(str, s.processes))
+        interval = (f", {s.low:.2f}-{s.high:.2f} ({s.level * 100:.3g}% CI, {n} processes each)" if s.low is not None
+                    else f" (no interval: {n} process each)")
+        parity_word = "parity ok" if entry.parity and entry.parity.ok else "parity FAILED"
+        print(f"A/A: {s.ratio:.2f}x{interval}: {AA_VERDICT[s.verdict]}; {parity_word} "
+              f"({plan.recipe}/{workload}'s slow script against itself)", flush=True)
+        if s.verdict in ("faster", "slower"):
+            reasons.append(f"A/A FAILED for {plan.recipe}/{workload}: one program was called {s.verdict} than "
+                           f"itself ({stats.describe(s)})")
+            print(reasons[-1], file=sys.stderr)
+    return reasons
+
+
 def finish(plan: Plan, comparison: Comparison) -> int:
     """Write comparison.json and the report, print the summary; the exit status."""
     write_result(plan.results_dir / "comparison.json", comparison)
     from common.render import report  # matplotlib is only needed here
 
     print(report.terminal_table(comparison))
-    if any(e.slow or e.fast for e in comparison.workloads.values()):
+    reasons = []
+    if plan.aa:  # no report over the recipe's: the latest A/A beside its runs
+        write_result(plan.recipe_results / "comparison.json", comparison)
+        reasons += aa_verdicts(plan, comparison)
+    elif any(e.slow or e.fast for e in comparison.workloads.values()):
         with file_lock(plan.recipe_results / ".render.lock"):  # the md, plot and diffs come from one run
             written = report.render(comparison, plan.reports_dir)
             write_result(plan.recipe_results / "comparison.json", comparison)  # the latest, for make report-<recipe>
@@ -305,7 +348,6 @@ def finish(plan: Plan, comparison: Comparison) -> int:
         print("report: " + ", ".join(str(p) for p in written), flush=True)
     else:
         print(f"no variant finished: {plan.reports_dir / (plan.recipe + '.md')} is left as it was", flush=True)
-    reasons = []
     for workload, entry in comparison.workloads.items():
         if entry.parity and not entry.parity.ok:
             reasons.append(f"parity FAILED for {plan.recipe}/{workload}: {parity_failure(entry.parity)}")

@@ -2,15 +2,17 @@
 
     python -m common.runners.gpucheck [--budget SECONDS] [--jobs N] [--only TARGET,...] [--smoke] [--list]
 
-Runs the GPU-relevant tests, every recipe, every sweep (both ends of its range), the ladders, both
-diagnoses, the doctor on both baselines, amp's ResNet-18 kernels under ncu (where it is
-installed), and (inside the
-checkpointing recipe) the memory-budget search, each once with few steps,
-a few targets at a time (`--jobs`: about 110 processes start, each paying torch's import and CUDA's
-start-up, so one at a time would not fit a 10-minute call; timings here mean nothing, they are not
-the point), and prints one line per target as it ends: ok, or what failed with the last line it
-printed and its log. Reports go to reports/results/gpu-check/ (not tracked),
-never over the committed reports. Without CUDA it runs only with --smoke (the CPU sizes, for tests).
+First, alone on the machine, an A/A at the real sizes: amp's churn slow script against itself
+(compare --aa), whose interval ("A/A: 1.00x, 0.98-1.02") is this machine's noise floor; it lands in
+reports/results/amp/aa/, where every recipe report rendered here cites it. Then the GPU-relevant
+tests, every recipe, every sweep (both ends of its range), the ladders, both diagnoses, the doctor on
+both baselines, amp's ResNet-18 kernels under ncu (where it is installed), and (inside the
+checkpointing recipe) the memory-budget search, each once with few steps, a few targets at a time
+(`--jobs`: about 110 processes start, each paying torch's import and CUDA's start-up, so one at a
+time would not fit a 10-minute call; their timings mean nothing, they are not the point). One line
+per target as it ends: ok, or what failed with the last line it printed and its log. Their reports
+go to reports/results/gpu-check/ (not tracked), never over the committed reports. Without CUDA it
+runs only with --smoke (the CPU sizes, for tests).
 """
 import argparse
 import os
@@ -35,18 +37,27 @@ FEW_STEPS = ["--steps", "20", "--warmup", "3", "--min-time", "0"]  # small sizes
 DOCTOR_FEW = ["--warmup", "3", "--steps", "10", "--time", "5", "--profile-steps", "2"]
 
 
+AA_SECONDS = 200  # the A/A's share of the budget at most: 6 to 12 processes of a few seconds
+
+
 @dataclass
 class Target:
     name: str
     cmd: list[str]
+    alone: bool = False  # runs before the others, with the machine to itself (a timing that means something)
+    tells: str | None = None  # a line of its output that starts so is shown on its ok line
 
 
 def targets(smoke: bool, out: Path) -> list[Target]:
-    """What `make gpu-check` runs, in order: the cheap and the basic first."""
+    """What `make gpu-check` runs, in order: the A/A alone, then the cheap and the basic first."""
     size = ["--smoke"] if smoke else []
     tail = [] if smoke else ["--", *FEW_STEPS]
     common = ["--rounds", "1", "--reports-dir", str(out), *size]
-    found = [Target("tests", ["-m", "pytest", "-q", "-x", *GPU_TESTS])]
+    # the noise floor at the sizes the refresh runs (smoke: two rounds, an interval), into reports/results
+    rounds = ["--rounds", "2"] if smoke else ["--max-rounds", "6"]
+    found = [Target("aa", ["-m", "common.runners.compare", "amp", "--aa", "--workloads", "churn", *rounds, *size,
+                           *(["--reports-dir", str(out)] if smoke else [])], alone=True, tells="A/A: ")]
+    found += [Target("tests", ["-m", "pytest", "-q", "-x", *GPU_TESTS])]
     found += [Target(f"recipe-{r}", ["-m", "common.runners.compare", r, *common, *tail]) for r in catalog.available()]
     for r in catalog.swept():
         values = catalog.settings(r).SWEEP["values"]["smoke" if smoke else "cuda"]
@@ -83,7 +94,8 @@ def run(target: Target, log: Path, timeout: float) -> tuple[bool, str]:
     log.write_text(out)
     took = time.perf_counter() - t0
     if code == 0:
-        return True, f"ok      {target.name:<26} {took:6.1f} s"
+        told = [line for line in out.splitlines() if target.tells and line.startswith(target.tells)]
+        return True, f"ok      {target.name:<26} {took:6.1f} s" + (f"  {told[-1]}" if told else "")
     why = f"timed out after {timeout:.0f} s" if code is None else f"exit {code}"
     return False, f"FAILED  {target.name:<26} {took:6.1f} s  {why}: {last_line(out)} (log: {log})"
 
@@ -122,20 +134,25 @@ def main(argv=None) -> int:
     print(f"gpu-check: {len(chosen)} targets, {args.jobs} at a time, within {args.budget} s; reports and logs in "
           f"{out}", flush=True)
 
-    def one(target: Target) -> tuple[bool, str]:
+    def one(target: Target, most: float | None = None) -> tuple[bool, str]:
         left = deadline - time.perf_counter()  # a hang ends with the budget, not after it
         if left < 5:
             return False, f"NOT RUN {target.name}: the {args.budget} s budget is spent"
-        return run(target, out / "logs" / f"{target.name}.log", left)
+        return run(target, out / "logs" / f"{target.name}.log", min(left, most or left))
 
     failed = []
+
+    def report(ok: bool, line: str, target: Target) -> None:
+        print(line, flush=True)
+        if not ok:
+            failed.append(target.name)
+
+    for target in (t for t in chosen if t.alone):
+        report(*one(target, AA_SECONDS), target)
     with ThreadPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(one, t): t for t in chosen}
+        futures = {pool.submit(one, t): t for t in chosen if not t.alone}
         for future in as_completed(futures):
-            ok, line = future.result()
-            print(line, flush=True)
-            if not ok:
-                failed.append(futures[future].name)
+            report(*future.result(), futures[future])
     print(f"gpu-check: {len(chosen) - len(failed)} of {len(chosen)} ok" + (f"; failed: {', '.join(sorted(failed))}"
                                                                           if failed else ""), flush=True)
     return 1 if failed else 0

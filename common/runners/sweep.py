@@ -70,14 +70,18 @@ def knob_values(text: str | None, spec: dict, mode: str, recipe: str) -> list[in
         return spec["values"][mode]
     pair = spec["pair"]
     overrides = getattr(catalog.settings(recipe), "DEFAULTS", {})
-    values = set()
+    values = []
     for part in text.split(","):
         try:
-            values.add(check_value(spec["flag"], part.strip(), catalog.workload_of(pair), overrides, pair))
+            value = check_value(spec["flag"], part.strip(), catalog.workload_of(pair), overrides, pair)
         except CookbookError as e:
             raise CookbookError(f"--values {text!r}: {part.strip()!r} is not a valid {spec['knob']} ({e}); give whole "
                                 f"numbers separated by commas, e.g. {','.join(map(str, spec['values'][mode]))}") \
                 from None
+        if value in values:  # one point per value: a repeat is a typo, not more rounds (--rounds gives those)
+            raise CookbookError(f"--values {text!r}: {spec['knob']} {value} is given twice; give each value once "
+                                "(more processes per point: --rounds N)")
+        values.append(value)
     return sorted(values)
 
 

@@ -2,9 +2,12 @@
 
 TITLE = "torch.compile"
 # Training: inductor fuses and reorders reductions, so the twins round differently and drift slowly
-# (ResNet-18's BatchNorm amplifies it); a broken graph shows in the first steps at once.
+# (ResNet-18's BatchNorm amplifies it); a broken graph shows in the first steps at once. The early
+# tolerance holds at batch 16 and widens as 1/sqrt(batch) below it (aggregate.early_tolerance): over
+# three seeds each, the first 5 losses (bf16 in both twins, CPU) were up to 2.6% apart at batches 2 and
+# 4 and 1.4% at 8, at most 0.66x of the tolerance there.
 # Serving: no training, the same weights: each batch's mean probability agrees to float rounding.
-PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.02, "window": 10, "rtol": 0.05,
+PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.02, "at_batch": 16, "window": 10, "rtol": 0.05,
           "workloads": {"churn_serving": {"what": "mean churn probability per served batch",
                                           "early_rtol": 1e-4, "rtol": 1e-4}}}
 # (graph breaks and recompilations have their own line in the report: the eager twin has none)

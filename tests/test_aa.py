@@ -1,0 +1,36 @@
+"""A/A through the real recipe runner: `compare --aa` runs the slow script in both roles, each process
+at its own pace (COOKBOOK_FAULT=pace, as a loaded host), so that the two copies of one program time
+different numbers of steps. The pipeline must pass parity every time and never call the program
+faster or slower than itself."""
+import json
+import re
+
+import pytest
+
+from conftest import REPO, comparison_of, run_module
+
+REPS = 3  # runner invocations, each with its own round-1 parity check and its own verdict
+# the slow role's pace in round 1, the fast role's in round 2 and the other way round: over the two
+# rounds both roles meet both paces, so no role is favoured, while the twins of round 1 differ
+PACE = "pace:1,2.5"
+SIZING = ["--warmup", "5", "--min-time", "0.3"]  # a time-sized stretch, sized from 4 warm-up steps
+
+
+@pytest.mark.parametrize("rep", range(REPS))
+def test_an_aa_passes_parity_and_is_never_called_faster_or_slower(tmp_path, rep):
+    proc = run_module("common.runners.compare", "amp", "--aa", "--workloads", "churn", "--smoke", "--rounds", "2",
+                      "--device", "cpu", "--data", "synthetic", "--reports-dir", str(tmp_path), "--", *SIZING,
+                      env={"COOKBOOK_FAULT": PACE})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    saved = comparison_of(tmp_path, "amp/aa")
+    entry = saved["workloads"]["churn"]
+    assert saved["aa"] and entry["parity"]["ok"] and entry["parity"]["probe_steps"] == 12
+    assert entry["parity"]["probe_max_rel"] == 0 and entry["parity"]["max_rel"] == 0  # one program, one state
+    assert entry["speedup"]["verdict"] not in ("faster", "slower")
+    assert re.search(r"^A/A: \d+\.\d\dx, \d+\.\d\d-\d+\.\d\d \(", proc.stdout, re.M), proc.stdout
+    round1 = {role: json.loads((REPO / saved["results_dir"] / f"churn_{role}_r1.json").read_text())
+              for role in ("slow", "fast")}
+    assert {r["variant"] for r in round1.values()} == {"slow"}  # the slow script played both roles
+    steps = [r["timing"]["summary"]["n"] for r in round1.values()]
+    assert steps[0] > steps[1], steps  # the slower-paced fast role timed fewer steps, from the same probe
+    assert not (tmp_path / "amp.md").exists() and not (tmp_path / "README.md").exists()  # no report over the recipe's
