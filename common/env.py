@@ -12,6 +12,7 @@ KERNEL_STEP_ENV = "COOKBOOK_KERNEL_STEP"  # the timed step make ncu-<recipe> pro
 # set by the recipe runner for each child: its role and round, "fast:3" (under --aa the slow script
 # plays both roles); fault injection (common.measure.faults) reads it
 RUN_ENV = "COOKBOOK_RUN"
+FAULT_ENV = "COOKBOOK_FAULT"  # faults planted for the tests (common.measure.faults)
 
 
 def run_id() -> str:

@@ -16,7 +16,8 @@ def test_the_check_covers_every_recipe_sweep_ladder_and_diagnosis(tmp_path, monk
     names = [t.name for t in gpucheck.targets(smoke=False, out=tmp_path)]
     sweeps = catalog.swept()
     assert names == ["aa", "tests", *[f"recipe-{r}" for r in catalog.available()], *[f"sweep-{r}" for r in sweeps],
-                     "ladder", "diagnose-churn", "diagnose-resnet18", "doctor-churn", "doctor-resnet18", "ncu-amp"]
+                     "ladder", "diagnose-churn", "diagnose-resnet18", "doctor-churn", "doctor-resnet18", "doctor-try",
+                     "ncu-amp"]
     aa = gpucheck.targets(smoke=False, out=tmp_path)[0]
     assert aa.alone and "--aa" in aa.cmd and "--rounds" not in aa.cmd  # the real sizes, rounds until it decides
     assert "--reports-dir" not in aa.cmd  # into reports/results/amp/aa/, where the reports rendered here cite it

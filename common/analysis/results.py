@@ -736,6 +736,7 @@ class Observation(Record):
     loaders: list[LoaderSettings] = field(default_factory=list)
     result: RunResult | None = None  # None: too few steps were measured
     ops: OpsSeen | None = None
+    fixes: dict[str, str] = field(default_factory=dict)  # --fix name -> "applied" or why not (measure.fixes)
 
 
 @dataclass
@@ -744,6 +745,40 @@ class Gain(Record):
     kind: str  # "16-bit", "TF32", "channels_last", "fused optimizer", "set_to_none", "compile", ...
     says: str
     recipes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Trial(Record):
+    """One fix tried on the user's script (make doctor FLAGS='--try'), or the winners together."""
+    fix: str  # its --try name, or "together" for the winners combined
+    recipe: str  # the recipe that teaches it ("" for the combination)
+    how: str  # how it was applied from outside
+    verdict: str  # faster, slower, no (significant|meaningful) difference, not applied/applicable/tried, crashed
+    why: str = ""  # the evidence that it took effect; or why it was not applied, not tried, or how it crashed
+    speedup: Speedup | None = None  # against the unchanged script, over the processes of the same rounds
+    memory_kind: str | None = None
+    memory_before_mb: float | None = None  # peak over the timed steps, the highest of its processes
+    memory_after_mb: float | None = None
+    parity_ok: bool | None = None
+    parity: str = ""  # the losses compared, in words
+    warmup_extra_s: float | None = None  # its warm-up's time beyond the unchanged script's (compilation)
+    lines: list[str] = field(default_factory=list)  # what to add to the script, from the recipe's diff
+    fixes: list[str] = field(default_factory=list)  # the fixes applied together (one, or the winners)
+    label: str = ""  # how the headline names it ("4 loader workers"); the fixes' names where empty
+
+
+@dataclass
+class Trials(Record):
+    """What --try measured: each fix against the unchanged script, in fresh processes, alternating."""
+    budget_s: float
+    spent_s: float
+    rounds: int  # the most rounds any fix ran
+    stopped: str  # why the rounds ended
+    deterministic: bool | None  # whether two unchanged runs gave the same losses (None: one run only)
+    noise: str  # the unchanged runs' difference, in words
+    rows: list[Trial] = field(default_factory=list)
+    manual: list[str] = field(default_factory=list)  # what cannot be applied from outside: "file:line: code (recipe)"
+    headline: str = ""
 
 
 @dataclass

@@ -5,7 +5,9 @@
 - "pace:1,1.5,2" stretches every step of a process by a factor, as a loaded host does: the slow
   twin of round r takes the r-th factor and the fast twin the next one (cyclically), so that in an
   A/A over as many rounds as factors both twins meet every pace once, neither favoured, while the
-  twins of one round run at different paces and time different numbers of steps.
+  twins of one round run at different paces and time different numbers of steps;
+- "fix:zero_lr" lets the doctor's --try name a fix that zeroes the learning rate
+  (analysis.fixes.BROKEN), which its parity check must fail.
 
 The variant is the run's role in its comparison (RUN_ENV, which the recipe runner sets: under
 `--aa` the slow script plays both roles), else the script's own. Both wrap the batch stream, so
@@ -17,7 +19,7 @@ import torch
 
 from common import env
 
-ENV = "COOKBOOK_FAULT"
+ENV = env.FAULT_ENV
 KINDS = ("oom", "crash")
 
 

@@ -15,11 +15,17 @@ then the harness's stages, driven by those step ends instead of a loop: warm-up 
 trace reading and HTA as a recipe run), one FLOP-counted step. Then the script is stopped: the user
 does not wait for a whole training run. A harness script (baselines/) runs as a plain one
 (env.PLAIN_ENV), so its own measurement stays out of the way.
+
+Python's, NumPy's and torch's random generators are seeded (0) before the script starts, and the
+loss of every backward (or, with --step forward, the mean of every model output) is kept, so that
+two runs of one script can be compared step by step. `--fix NAME` applies one of the doctor's fixes
+from outside (common.measure.fixes; `make doctor FLAGS='--try'`).
 """
 import argparse
 import contextlib
 import math
 import os
+import random
 import runpy
 import sys
 import time
@@ -45,6 +51,7 @@ from common.analysis.results import (
 from common.cli import DOCTOR_MIN_TIMED as MIN_TIMED
 from common.cli import OneLineParser, add_doctor_flags, split_passthrough
 from common.measure import cpu_time, memory, settings, stamp
+from common.measure.fixes import Fixes
 from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
 from common.measure.process import interrupt_on_sigterm
@@ -94,10 +101,13 @@ class Observer:
         self.notices = []
         self.prof = self.counter = None
         self.watched = []  # the DataLoader iterators, to shut their workers down at the end
+        self.fixes = Fixes(args.fix)
+        self.losses = []  # each backward's loss (--step forward: each output's mean), on its device
         self.t_start = time.perf_counter()
 
     # --- installing -----------------------------------------------------------------------------
     def install(self):
+        self.fixes.install()
         self._handles += [register_optimizer_step_pre_hook(self._optimizer_pre),
                           register_optimizer_step_post_hook(self._optimizer_post),
                           torch.nn.modules.module.register_module_forward_pre_hook(self._forward_pre),
@@ -118,6 +128,7 @@ class Observer:
         def backward(*a, **k):
             if observer.busy or observer.pid != os.getpid():
                 return real_backward(*a, **k)
+            observer.keep(a[0] if a else k.get("tensors"))
             observer.busy += 1
             try:
                 with observer.phase("backward"):
@@ -126,12 +137,12 @@ class Observer:
                 observer.busy -= 1
 
         def opt_zero_grad(optimizer, set_to_none=True):
-            observer.zero_grad = "set_to_none" if set_to_none else "zeroes"
-            return real_opt_zero(optimizer, set_to_none)
+            observer.zero_grad = "set_to_none" if set_to_none else "zeroes"  # as the script asks
+            return real_opt_zero(optimizer, observer.fixes.zero_grad_arg(set_to_none))
 
         def module_zero_grad(module, set_to_none=True):
             observer.zero_grad = "set_to_none" if set_to_none else "zeroes"
-            return real_module_zero(module, set_to_none)
+            return real_module_zero(module, observer.fixes.zero_grad_arg(set_to_none))
 
         DataLoader.__iter__, torch.autograd.backward = watched_iter, backward
         torch.optim.Optimizer.zero_grad, torch.nn.Module.zero_grad = opt_zero_grad, module_zero_grad
@@ -140,6 +151,7 @@ class Observer:
                          (torch.nn.Module, "zero_grad", real_module_zero)]
 
     def uninstall(self):
+        self.fixes.uninstall()
         for h in self._handles:
             h.remove()
         self._handles = []
@@ -171,7 +183,8 @@ class Observer:
 
     def _forward_pre(self, module, inputs):
         if not self._ours():
-            return
+            return None
+        changed = None
         if self.depth == 0:
             self.calls += 1
             self._began = self._began or time.perf_counter()
@@ -179,21 +192,34 @@ class Observer:
             if self.batch_size is None:  # a DataLoader's batch, drawn before, says it first
                 self.batch_size = settings.batch_size_of(inputs)
             self._enter("forward")
+            changed = self.fixes.before_model(module, inputs)
         self.depth += 1
+        return changed
 
     def _forward_post(self, module, inputs, output):
         if not self._ours():
-            return
+            return None
         self.depth = max(0, self.depth - 1)
+        changed = None
         if self.depth == 0:
+            changed = self.fixes.after_model(module, output)
             self._leave("forward")
             if self.step_kind == "forward" and self.top_modules and id(module) == next(iter(self.top_modules)):
+                self.keep(output)
                 self.step_end()
             self._check_step_named()
+        return changed
+
+    def keep(self, value) -> None:
+        """A loss (or an output) for the step-by-step comparison of two runs: kept on its device, one
+        small reduction at most, read once the script has stopped."""
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
+            self.losses.append(value.detach() if value.numel() == 1 else value.detach().float().mean())
 
     def _optimizer_pre(self, optimizer, args, kwargs):
         if self.pid != os.getpid() or self.busy:
             return
+        self.fixes.before_step(optimizer)
         name = self.optimizers.setdefault(id(optimizer), f"{type(optimizer).__name__}" + (
             f" #{len(self.optimizers) + 1}" if self.optimizers else ""))
         self.flags.setdefault(name, {k: optimizer.defaults.get(k) for k in ("foreach", "fused")})
@@ -430,9 +456,11 @@ class Observer:
                           steps_seen=self.ends, ended=how, stage=self.stage, optimizers=list(self.optimizers.values()),
                           optimizer_flags=self.flags, zero_grad=self.zero_grad,
                           models=list(self.top_modules.values()), model_calls=self.calls, batches=self.batches,
-                          loaders=list(self.loaders.values()), result=self.result)
+                          loaders=list(self.loaders.values()), result=self.result, fixes=dict(self.fixes.said))
         if self.result is not None:
             self.result.compile, self.result.total_s = compile_stats(), time.perf_counter() - self.t_start
+            # note: this is a sync point, after the script stopped
+            self.result.losses = torch.stack([x.float() for x in self.losses]).cpu().tolist() if self.losses else []
             if self.result.evidence is not None:
                 obs.ops = settings.read(Path(self.result.evidence.trace))
         return obs
@@ -483,6 +511,7 @@ def parse_args(argv):
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True)
     p.add_argument("--trace-dir", required=True)
+    p.add_argument("--fix", action="append", default=[], help="apply one of the doctor's fixes (repeatable)")
     add_doctor_flags(p)
     own, rest = split_passthrough(argv)
     args = p.parse_args(own)
@@ -499,6 +528,12 @@ def main(argv=None) -> int:
     os.environ[env.PLAIN_ENV] = "1"  # a harness script steps aside (harness.Run.loop)
     sys.argv = [str(script), *args.script_args]
     sys.path.insert(0, str(script.parent))  # as `python train.py` puts its folder first
+    random.seed(0)  # every run of the script starts from the same random state
+    torch.manual_seed(0)
+    with contextlib.suppress(ImportError):
+        import numpy
+
+        numpy.random.seed(0)
     observer = Observer(args)
     observer.install()
     how = "script ended"

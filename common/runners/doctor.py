@@ -1,8 +1,9 @@
 """The doctor: the cookbook's diagnosis, run on your own training script, unmodified.
 
-    make doctor SCRIPT=path/to/train.py ARGS='its own args' [FLAGS='--step forward']
+    make doctor SCRIPT=path/to/train.py ARGS='its own args' [FLAGS='--step forward' | FLAGS='--try']
     python -m common.runners.doctor path/to/train.py [--step optimizer|forward|batch] [--warmup N]
-        [--steps N] [--time S] [--profile-steps N] [--reports-dir DIR] [--cpus LIST] -- its own args
+        [--steps N] [--time S] [--profile-steps N] [--try [FIX,...|all]] [--try-budget S]
+        [--reports-dir DIR] [--cpus LIST] -- its own args
 
 The script runs in a child process (common.measure.observer) from the current folder, with its own
 arguments, as `python train.py` would run it; the measurement is installed around it (optimizer
@@ -10,21 +11,34 @@ step hooks, the DataLoader's iterator, the model's calls, backward), and the scr
 warm-up, timed, profiled and FLOP-counted steps are done. The verdict ranks what each suspect costs
 (data loading, host syncs, launch overhead, compute, the script's own code) with the cost model of
 `make diagnose-*`, then lists what the compute could gain from the settings seen, each with the
-recipe that fixes it and that recipe's measured figure. Report: reports/doctor_<name>_<hash>.md.
+recipe that fixes it and that recipe's measured figure. With --try, each applicable fix (or each one
+named) is then applied to the script from outside and measured on it (common.runners.trials): the
+report's headline becomes the best measured gain. Report: reports/doctor_<name>_<hash>.md.
 """
 import argparse
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from common import catalog, env
 from common.analysis import doctor, figures
+from common.analysis import fixes as catalog_fixes
 from common.analysis.results import Observation, read_result, write_result
-from common.cli import DOCTOR_MIN_TIMED, OneLineParser, add_doctor_flags, doctor_flags, split_passthrough
+from common.cli import (
+    DOCTOR_MIN_TIMED,
+    OneLineParser,
+    add_doctor_flags,
+    doctor_flags,
+    positive_float,
+    split_passthrough,
+)
 from common.errors import CookbookError, exit_with
 from common.render import doctor as report
-from common.runners import launch
+from common.runners import launch, trials
+
+TRY_BUDGET = 300.0  # seconds for every --try run together, by default
 
 STEP_HELP = ("it never called optimizer.step() (inference, or a hand-written update): name its step with "
              "--step forward (each call of the top-level model) or --step batch (each batch drawn from a "
@@ -39,9 +53,18 @@ def parse_args(argv):
     p.add_argument("--reports-dir", default=str(env.REPO_ROOT / "reports"),
                    type=lambda d: str(Path(d).absolute()), help="where the report goes (default reports/)")
     p.add_argument("--cpus", metavar="LIST", help="pin the script to these cores, e.g. 1-15")
+    p.add_argument("--try", dest="try_fixes", nargs="?", const="", metavar="FIX,...",
+                   help="then apply each fix to the script from outside and measure it there: the applicable ones "
+                        f"(bare --try), the ones named, or all ({', '.join(catalog_fixes.FIXES)})")
+    p.add_argument("--try-budget", type=positive_float, metavar="SECONDS",
+                   help=f"the time every --try run may take together (default {TRY_BUDGET:.0f})")
     own, script_args = split_passthrough(argv)
     args = p.parse_args(own)
     args.script_args = script_args
+    if args.try_budget is not None and args.try_fixes is None:
+        raise CookbookError("--try-budget: give --try as well (the budget is --try's)")
+    args.test_fixes = catalog_fixes.test_fixes_on()
+    args.fix_names = trials.wanted(args.try_fixes, args.test_fixes) if args.try_fixes is not None else None
     if not args.script:
         raise CookbookError("give the script: make doctor SCRIPT=path/to/train.py [ARGS='its args'], or "
                             "python -m common.runners.doctor path/to/train.py -- its args")
@@ -80,16 +103,35 @@ def main(argv=None) -> int:
         return 1
     verdict = doctor.read(obs)
     write_result(out_dir / "verdict.json", verdict)
+    tried = None
+    if args.try_fixes is not None:
+        plan = trials.Plan(script=script, script_args=args.script_args, cpus=cpus, out_dir=out_dir / "try",
+                           flags=trial_flags(args), profile_steps=args.profile_steps,
+                           budget_s=args.try_budget or TRY_BUDGET, started=time.perf_counter())
+        tried = trials.run(obs, args.fix_names, plan, args.test_fixes)
+        write_result(out_dir / "trials.json", tried)
     found = figures.read(env.REPO_ROOT / "reports", catalog.available())
     command = "python -m common.runners.doctor " + shlex.join(argv)
-    path = report.render(obs, verdict, found, command, reports)
-    print(f"Headline: {verdict.headline}")
+    path = report.render(obs, verdict, found, command, reports, tried)
+    print(f"Headline: {tried.headline if tried else verdict.headline}")
     for f in verdict.diagnosis.findings:
         print(f"  - {f.kind} ({f.cost:.0%} of the step) -> recipes: {', '.join(f.recipes) or 'none'}")
     for g in verdict.gains:
         print(f"  - could gain: {g.kind} -> recipes: {', '.join(g.recipes)}")
+    for t in tried.rows if tried else []:
+        print(f"  - tried {t.fix}: {report.trial_result(t)}")
     print(f"report: {path}")
     return 0
+
+
+def trial_flags(args) -> list[str]:
+    """The doctor's flags for each --try run: its timed stretch capped (trials.TRY_TIME), the
+    profiled steps set per round by the trials."""
+    flags = doctor_flags(args)
+    at = flags.index("--time")
+    flags[at + 1] = str(min(args.time, trials.TRY_TIME))
+    at = flags.index("--profile-steps")
+    return flags[:at] + flags[at + 2:]
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ First, alone on the machine, an A/A at the real sizes: amp's churn slow script a
 (compare --aa), whose interval ("A/A: 1.00x, 0.98-1.02") is this machine's noise floor; it lands in
 reports/results/amp/aa/, where every recipe report rendered here cites it. Then the GPU-relevant
 tests, every recipe, every sweep (both ends of its range), the ladders, both diagnoses, the doctor on
-both baselines, amp's ResNet-18 kernels under ncu (where it is installed), and (inside the
+both baselines, the doctor's --try on a baseline (every fix applied from outside and timed), amp's
+ResNet-18 kernels under ncu (where it is installed), and (inside the
 checkpointing recipe) the memory-budget search, each once with few steps, a few targets at a time
 (`--jobs`: about 110 processes start, each paying torch's import and CUDA's start-up, so one at a
 time would not fit a 10-minute call; their timings mean nothing, they are not the point). One line
@@ -38,6 +39,7 @@ DOCTOR_FEW = ["--warmup", "3", "--steps", "10", "--time", "5", "--profile-steps"
 
 
 AA_SECONDS = 200  # the A/A's share of the budget at most: 6 to 12 processes of a few seconds
+TRY_BUDGET = 150  # the doctor's --try on a baseline, within the check's budget
 
 
 @dataclass
@@ -70,6 +72,10 @@ def targets(smoke: bool, out: Path) -> list[Target]:
     found += [Target(f"doctor-{w}", ["-m", "common.runners.doctor", f"baselines/{script}.py", "--reports-dir", str(out),
                                      *DOCTOR_FEW, *(["--", *size] if size else [])])
               for w, script in (("churn", "churn_mlp"), ("resnet18", "resnet18_cifar10"))]
+    # the doctor's --try on a baseline: its fixes applied from outside and timed (the GPU-only ones too)
+    script = "baselines/churn_mlp.py" if smoke else "baselines/resnet18_cifar10.py"
+    found.append(Target("doctor-try", ["-m", "common.runners.doctor", script, "--reports-dir", str(out), *DOCTOR_FEW,
+                                       "--try", "--try-budget", str(TRY_BUDGET), *(["--", *size] if size else [])]))
     if not smoke and shutil.which("ncu"):  # CUDA kernels, where Nsight Compute is installed: one step, replayed
         found.append(Target("ncu-amp", ["-m", "common.runners.ncu", "amp", "--workloads", "resnet18",
                                         "--reports-dir", str(out), "--", "--warmup", "3"]))

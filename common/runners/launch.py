@@ -286,16 +286,18 @@ class Rounds:
 
 
 def rounds(items, run_one, most: int, counter: Counter, stage, label, stop=None) -> Rounds:
-    """The one rounds engine of the recipe runner, the sweep and the ladder: up to `most` rounds, each
-    running every item once in alternating order (alternating), each run a child process
-    (`run_one(item, round_no)` -> Outcome). After each round `stop(round_no, done)` may end it
-    early with its reason (the recipe runner's sequential stopping). `label(item, round_no)` names
-    a run on the progress line; the counter counts it under `stage`."""
+    """The one rounds engine of the recipe runner, the sweep, the ladder and the doctor's trials: up to
+    `most` rounds, each running every item once in alternating order (alternating), each run a child
+    process (`run_one(item, round_no)` -> Outcome). After each round `stop(round_no, done)` may end
+    it early with its reason (the recipe runner's sequential stopping). `label(item, round_no)` names
+    a run on the progress line; the counter counts it under `stage`. `items` may be a function of the
+    round and of what is done, for runners that drop an item (a fix that did not apply)."""
     done = Rounds(runs={}, failures=[])
-    items = list(items)
+    choose = items if callable(items) else (lambda _round, _done, fixed=list(items): fixed)
     try:
         for round_no in range(1, most + 1):
-            counter.at_least(stage, len(items) * round_no)
+            items = list(choose(round_no, done))
+            counter.at_least(stage, sum(map(len, done.runs.values())) + len(done.failures) + len(items))
             for item in alternating(items, round_no):
                 print(counter(stage, label(item, round_no)), end=" ", flush=True)
                 outcome = run_one(item, round_no)

@@ -1,0 +1,118 @@
+"""`make doctor FLAGS='--try'` on plain scripts (tests/plain/), on the CPU: each fix applied from
+outside, proven to have taken effect, timed against the unchanged script over processes, its losses
+compared; a fix the script overrides is not applied, a crash is a row, a broken fix fails parity, a
+script that is not deterministic says so, and bad flags are one line."""
+import json
+
+import pytest
+
+from conftest import REPO, run_module
+
+PLAIN = REPO / "tests" / "plain"
+QUICK = ("--warmup", "1", "--steps", "5", "--time", "0.5", "--profile-steps", "1")
+
+
+def doctor_try(tmp_path, script, *flags, env=None, script_args=()):
+    proc = run_module("common.runners.doctor", str(script), "--reports-dir", str(tmp_path), *QUICK, *flags,
+                      *(["--", *script_args] if script_args else []), env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    (saved,) = (tmp_path / "results" / "doctor").rglob("trials.json")
+    trials = json.loads(saved.read_text())
+    (md,) = tmp_path.glob("doctor_*.md")
+    return proc, {r["fix"]: r for r in trials["rows"]}, trials, md.read_text()
+
+
+def test_a_loader_bound_script_measures_its_workers_faster_and_proves_them_applied(tmp_path):
+    proc, rows, trials, md = doctor_try(tmp_path, PLAIN / "loader_bound.py", "--try", "workers", "--try-budget", "90")
+    workers = rows["workers"]
+    assert workers["verdict"] == "faster" and workers["speedup"]["low"] > 1, workers  # the interval excludes 1
+    assert "loader workers" in workers["why"] and " 0.0 ms of their CPU" not in workers["why"]  # they worked
+    assert workers["parity_ok"] and trials["deterministic"]
+    s = workers["speedup"]
+    said = f"{workers['label']} {s['ratio']:.2f}x (95% CI {s['low']:.2f}-{s['high']:.2f}"
+    assert f"Headline: Measured on your script: {said}" in proc.stdout and said in md.splitlines()[2]
+    assert "## Tried on your script" in md and "The lines to add, as its recipe writes them" in md
+    assert "num_workers=n_workers" in md  # from the dataloader recipe's diff
+    assert "peak RSS" in md and "All times are CPU times" in md
+
+
+def test_a_compute_bound_script_measures_a_foreach_optimizer_and_bf16_autocast_proven_applied(tmp_path):
+    _, rows, _, md = doctor_try(tmp_path, PLAIN / "compute_bound.py", "--try", "fused,amp", "--try-budget", "35")
+    fused, amp = rows["fused"], rows["amp"]
+    assert fused["speedup"] and fused["why"] == "its step runs foreach ops" and fused["parity_ok"]
+    assert amp["speedup"] and "in 16-bit" in amp["why"] and not amp["why"].startswith("0 of")
+    assert amp["parity_ok"] is not None  # compared, by the amp recipe's rule
+    for row in (fused, amp):
+        assert row["verdict"] in ("faster", "slower", "no significant difference", "no meaningful difference")
+
+
+def test_a_script_that_builds_its_own_workers_gets_not_applied_and_no_timing(tmp_path):
+    _, rows, trials, md = doctor_try(tmp_path, PLAIN / "workers.py", "--step", "batch", "--try", "workers")
+    assert rows["workers"]["verdict"] == "not applied" and rows["workers"]["speedup"] is None
+    assert "builds its DataLoader with 2 workers itself" in rows["workers"]["why"]
+    assert trials["rounds"] == 0 and not list((tmp_path / "results").rglob("try"))  # nothing was timed
+    assert "| not applied |" in md
+
+
+def test_a_crash_is_a_row_a_broken_fix_fails_parity_and_noise_is_labelled(tmp_path):
+    _, rows, trials, md = doctor_try(tmp_path, PLAIN / "picky_loader.py", "--try", "workers,fused,zero_lr",
+                                     "--try-budget", "30", env={"COOKBOOK_FAULT": "fix:zero_lr"})
+    assert rows["workers"]["verdict"] == "crashed"
+    assert "this dataset cannot be read from a worker process" in rows["workers"]["why"]
+    assert rows["fused"]["speedup"] and rows["fused"]["parity_ok"]  # the others went on
+    broken = rows["zero_lr"]
+    assert broken["parity_ok"] is False and broken["verdict"].endswith("but parity FAILED")
+    assert trials["deterministic"] is False and "NOT deterministic" in md
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--try", "nonsense"], "--try: no fix nonsense; choose from workers, amp"),
+    (["--try", "workers", "--try-budget", "0"], "--try-budget: must be more than 0"),
+    (["--try-budget", "5"], "--try-budget: give --try as well"),
+    (["--try", "zero_lr"], "--try: no fix zero_lr"),  # the tests' broken fix, outside its fault
+])
+def test_bad_try_flags_are_one_line_and_write_nothing(tmp_path, flags, words):
+    proc = run_module("common.runners.doctor", str(PLAIN / "loader_bound.py"), "--reports-dir", str(tmp_path), *flags)
+    assert proc.returncode == 2 and words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_bare_try_gives_every_fix_a_row_and_times_none_that_does_not_apply(tmp_path):
+    """Planned from a diagnosis where nothing applies (in-process: no run starts): each fix says why."""
+    from common.analysis.results import CompileStats, Observation, OpsSeen
+    from common.runners import trials
+
+    from tests_helpers import run_result
+
+    obs = Observation(script=str(PLAIN / "compute_bound.py"), argv=[], step="optimizer", steps_seen=9, ended="stopped",
+                      stage="measured", optimizers=["AdamW"], zero_grad="set_to_none", models=["Sequential"],
+                      result=run_result(), ops=OpsSeen(matmul_dtypes={"bfloat16": 3}, optimizer="foreach"))
+    obs.result.compile = CompileStats(graphs=1)
+    plan = trials.Plan(script=PLAIN / "compute_bound.py", script_args=[], flags=[], profile_steps=1,
+                       out_dir=tmp_path / "try", cpus=[0], budget_s=60)
+    tried = trials.run(obs, None, plan)
+    rows = {t.fix: t for t in tried.rows}
+    assert list(rows) == ["workers", "amp", "tf32", "cudnn_benchmark", "channels_last", "fused", "compile",
+                          "set_to_none"]
+    assert rows["tf32"].verdict == rows["cudnn_benchmark"].verdict == "not tried"  # GPU fixes, on a CPU run
+    assert rows["workers"].why == "no DataLoader seen" and rows["amp"].verdict == "not applicable"
+    assert rows["fused"].why == "its optimizer runs foreach already" and rows["compile"].why.endswith("already")
+    assert tried.rounds == 0 and not (tmp_path / "try").exists()
+    assert tried.headline == "Measured on your script: no fix could be timed (each one's row says why) (CPU run)"
+
+
+def test_host_syncs_in_the_loop_are_listed_as_lines_to_change_by_hand():
+    """What no fix from outside can change: found in the script's code, only where syncs were counted."""
+    from common.analysis.results import Observation
+    from common.runners import trials
+
+    from tests_helpers import run_result
+
+    result = run_result()
+    result.evidence = type("Evidence", (), {"syncs_per_step": 1.0})()
+    obs = Observation(script=str(REPO / "baselines" / "churn_mlp.py"), argv=[], step="optimizer", steps_seen=9,
+                      ended="stopped", stage="measured", result=result)
+    (line,) = trials.manual(obs)  # the loss read every step; not the docstring's words, nor the test set's read
+    assert line.startswith("churn_mlp.py:") and "running_loss += loss.item()" in line and "sync_removal" in line
+    result.evidence.syncs_per_step = 0.0
+    assert trials.manual(obs) == []
