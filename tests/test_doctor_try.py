@@ -26,7 +26,7 @@ def test_a_loader_bound_script_measures_its_workers_faster_and_proves_them_appli
     proc, rows, trials, md = doctor_try(tmp_path, PLAIN / "loader_bound.py", "--try", "workers", "--try-budget", "90")
     workers = rows["workers"]
     assert workers["verdict"] == "faster" and workers["speedup"]["low"] > 1, workers  # the interval excludes 1
-    assert "loader workers" in workers["why"] and " 0.0 ms of their CPU" not in workers["why"]  # they worked
+    assert "loader workers handed out the batches" in workers["why"]  # the multi-process iterator
     assert workers["parity_ok"] and trials["deterministic"]
     s = workers["speedup"]
     said = f"{workers['label']} {s['ratio']:.2f}x (95% CI {s['low']:.2f}-{s['high']:.2f}"
@@ -61,7 +61,7 @@ def test_a_crash_is_a_row_a_broken_fix_fails_parity_and_noise_is_labelled(tmp_pa
     assert "this dataset cannot be read from a worker process" in rows["workers"]["why"]
     assert rows["fused"]["speedup"] and rows["fused"]["parity_ok"]  # the others went on
     broken = rows["zero_lr"]
-    assert broken["parity_ok"] is False and broken["verdict"].endswith("but parity FAILED")
+    assert broken["parity_ok"] is False and broken["verdict"].endswith("but parity FAILED"), broken
     assert trials["deterministic"] is False and "NOT deterministic" in md
 
 

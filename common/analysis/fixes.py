@@ -103,9 +103,10 @@ def took_effect(fix: Fix, obs: Observation) -> tuple[bool, str]:
         return False, said or "the child did not apply it"
     if fix.name == "workers":
         workers = [loader.num_workers for loader in obs.loaders]
-        cpu = r.timing.worker_cpu_ms_per_step
-        return bool(workers and min(workers) > 0 and cpu), (f"{', '.join(map(str, workers))} loader workers, "
-                                                            f"{cpu or 0:.1f} ms of their CPU per step")
+        ran = bool(obs.loaders) and all(loader.processes for loader in obs.loaders)
+        cpu = r.timing.worker_cpu_ms_per_step  # /proc's clock ticks: 10 ms, so a light loader may read 0
+        return ran and min(workers) > 0, (f"{', '.join(map(str, workers))} loader workers handed out the batches"
+                                          + (f", {cpu:.1f} ms of their CPU per step" if cpu is not None else ""))
     if fix.name == "amp":
         if ops is None:
             return False, "no profiled steps to read the matmuls' dtype from"

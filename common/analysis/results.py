@@ -706,6 +706,7 @@ class LoaderSettings(Record):
     pin_memory: bool
     persistent_workers: bool
     prefetch_factor: int | None = None
+    processes: bool | None = None  # whether its batches came from worker processes (its iterator's kind)
 
 
 @dataclass

@@ -252,13 +252,13 @@ class Observer:
             if timed:
                 self.data_host[self.phases.step] += time.perf_counter() - t0
 
-    def on_batch(self, loader, batch, t0):
+    def on_batch(self, loader, batch, t0, iterator=None):
         self.batches += 1
         if self.stage == "timed steps":
             self.timed_batches += 1
         self._began = self._began or t0
         if id(loader) not in self.loaders:
-            self.loaders[id(loader)] = settings.loader_settings(loader, batch)
+            self.loaders[id(loader)] = settings.loader_settings(loader, batch, iterator)
         if self.batch_size is None:
             self.batch_size = loader.batch_size or settings.batch_size_of(batch)
         self._check_step_named()
@@ -488,7 +488,7 @@ class Watched:
         t0 = time.perf_counter()
         batch = o.fetch(lambda: next(self.it))
         o.batch_open = True
-        o.on_batch(self.loader, batch, t0)
+        o.on_batch(self.loader, batch, t0, self.it)
         return batch
 
     def __len__(self):

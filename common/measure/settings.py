@@ -27,11 +27,13 @@ def batch_size_of(batch) -> int | None:
     return None
 
 
-def loader_settings(loader, batch) -> LoaderSettings:
-    """As built; the batch size as drawn where a batch sampler sets it (the loader's own is None then)."""
+def loader_settings(loader, batch, iterator=None) -> LoaderSettings:
+    """As built; the batch size as drawn where a batch sampler sets it (the loader's own is None then);
+    whether the iterator handing out its batches is the multi-process one."""
     return LoaderSettings(batch_size=loader.batch_size or batch_size_of(batch), num_workers=loader.num_workers,
                           pin_memory=bool(loader.pin_memory), persistent_workers=bool(loader.persistent_workers),
-                          prefetch_factor=loader.prefetch_factor if loader.num_workers else None)
+                          prefetch_factor=loader.prefetch_factor if loader.num_workers else None,
+                          processes=None if iterator is None else "MultiProcessing" in type(iterator).__name__)
 
 
 def _layout(strides, dims) -> str | None:

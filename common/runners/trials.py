@@ -4,7 +4,8 @@ the user's own script from outside and measured there, the way a recipe is measu
 Every run is the doctor's child (common.measure.observer) on the unmodified script, in a fresh
 process, with or without `--fix NAME`. The unchanged script and every fix run once per round, in
 alternating order (launch.rounds), from MIN_ROUNDS rounds until every fix's speedup interval
-decides (stats.speedup, with the sequential looks of a recipe) or the budget ends. Round 1 is
+decides (stats.speedup, with the sequential looks of a recipe) or the budget ends (never before
+round MIN_BUDGETED: an interval and the script's own noise need two rounds). Round 1 is
 profiled: from it each fix is proven to have taken effect (analysis.fixes.took_effect), or reported
 as not applied and run no more; a crash is a row with its last line. Parity: the losses of round 1's
 fixed run against the unchanged one, by the fix's recipe's rule, widened to twice the difference of
@@ -26,6 +27,7 @@ from common.render import diffs
 from common.runners import launch
 
 MIN_ROUNDS, MAX_ROUNDS = 3, 10
+MIN_BUDGETED = 2  # rounds that run whatever the budget: an interval and the script's own noise need two
 TRY_TIME = 3.0  # seconds of timed steps at most in each run (the doctor's --time, capped)
 UNCHANGED, TOGETHER = "unchanged", "together"
 # what cannot be applied from outside: a host sync the script asks for in a loop, found in its code
@@ -111,7 +113,7 @@ def measure(plan: Plan, arms: list[tuple[str, ...]], rules: dict, counter: launc
             return f"{round_no} rounds: every interval decided"
         if round_no == MAX_ROUNDS:
             return f"{round_no} rounds, the cap"
-        if plan.left() < per_run * (len(live) + 1):
+        if round_no >= MIN_BUDGETED and plan.left() < per_run * (len(live) + 1):
             return f"{round_no} rounds: the {plan.budget_s:.0f} s budget ended"
         return None
 
