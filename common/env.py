@@ -13,6 +13,7 @@ KERNEL_STEP_ENV = "COOKBOOK_KERNEL_STEP"  # the timed step make ncu-<recipe> pro
 # plays both roles); fault injection (common.measure.faults) reads it
 RUN_ENV = "COOKBOOK_RUN"
 FAULT_ENV = "COOKBOOK_FAULT"  # faults planted for the tests (common.measure.faults)
+ZYGOTE_ENV = "COOKBOOK_ZYGOTE"  # the test suite's zygote socket: children forked warm (common.measure.zygote)
 
 
 def run_id() -> str:

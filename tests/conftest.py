@@ -37,6 +37,25 @@ def isolated_data(tmp_path_factory):
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def zygote(isolated_data, tmp_path_factory):
+    """The measured children forked from one process that has imported torch (common.measure.zygote):
+    the suite starts a few hundred, each saving the ~4 s of torch's import. COOKBOOK_ZYGOTE=0 runs
+    each as a plain process instead."""
+    if os.environ.get("COOKBOOK_ZYGOTE") == "0":
+        yield
+        return
+    path = tmp_path_factory.mktemp("zygote") / "socket"
+    proc = subprocess.Popen([sys.executable, "-m", "common.measure.zygote", "--socket", str(path)], cwd=REPO,
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    if proc.stdout.readline().strip() == "ready":
+        os.environ["COOKBOOK_ZYGOTE"] = str(path)
+    yield
+    os.environ.pop("COOKBOOK_ZYGOTE", None)
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
 def run_module(*args, timeout=600, env=None):
     return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **env} if env else None)

@@ -55,8 +55,10 @@ def test_interrupt_leaves_the_previous_report_and_finished_results(tmp_path, sig
     cmd = [sys.executable, "-m", "common.runners.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
            "--workloads", "churn",
            "--rounds", "2", "--reports-dir", str(tmp_path)]
-    # a shell's background job inherits SIGINT ignored; a user's Ctrl-C reaches a foreground process
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    # a shell's background job inherits SIGINT ignored; a user's Ctrl-C reaches a foreground process.
+    # Plain child processes (no zygote): a run then lasts seconds, so the signal lands inside the second
+    plain = {k: v for k, v in os.environ.items() if k != "COOKBOOK_ZYGOTE"}
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=plain,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     out = ""
     while "[2/4" not in out:  # the first run has finished, the second has started

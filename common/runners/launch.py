@@ -12,7 +12,10 @@
   drift over time hits every variant alike.
 """
 import argparse
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -203,21 +206,22 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
                  "PYTHONPATH": os.pathsep.join(p for p in (str(env.REPO_ROOT), os.environ.get("PYTHONPATH")) if p)}
     t0 = time.perf_counter()
     with open(log, "w") as f:
-        if echo is None:
-            proc = subprocess.run(cmd, cwd=cwd or env.REPO_ROOT, stdout=f, stderr=subprocess.STDOUT, env=child_env,
-                                  preexec_fn=_pin(cpus))
-        else:
-            proc = subprocess.Popen(cmd, cwd=cwd or env.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, env=child_env, preexec_fn=_pin(cpus))
-            try:
+        proc = _start(cmd, target, under, Path(cwd or env.REPO_ROOT), child_env, cpus, None if echo else f)
+        try:
+            if echo is not None:
                 for line in proc.stdout:  # progress as it happens, and a copy in the log
                     f.write(line)
                     echo(line)
-            finally:  # also on Ctrl-C or a kill: the child stops with its runner
-                if proc.poll() is None and sys.exc_info()[0] is not None:
-                    proc.terminate()
+            proc.wait()
+        finally:  # also on Ctrl-C or a kill: the child stops with its runner
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            if proc.stdout is not None:
                 proc.stdout.close()
-                proc.wait()
     seconds = time.perf_counter() - t0
     if proc.returncode == 0 and out.exists() and read is None:
         return Outcome("ok", None, seconds, log, 0, [])
@@ -226,6 +230,65 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
         return Outcome(result.status, result, seconds, log, proc.returncode, [])
     tail = log.read_text(errors="replace").strip().splitlines()[-LOG_TAIL:]
     return Outcome("failed", None, seconds, log, proc.returncode, tail)
+
+
+def _start(cmd, target, under, cwd: Path, child_env: dict, cpus, log):
+    """The child as a Popen (its output into `log`, or a pipe to read when `log` is None), or, where
+    the test suite runs a zygote (env.ZYGOTE_ENV), forked from it: the same program, without the
+    seconds of torch's import."""
+    zygote = os.environ.get(env.ZYGOTE_ENV)
+    if zygote and not under and target[0] == "-m" and target[1] != "torch.distributed.run":
+        try:
+            return Forked(zygote, target[1], cmd[3:], cwd, child_env, cpus, log)
+        except OSError:
+            pass  # the zygote is gone: a plain process does the same
+    return subprocess.Popen(cmd, cwd=cwd, stdout=log if log is not None else subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=child_env, preexec_fn=_pin(cpus))
+
+
+class Forked:
+    """A child the test suite's zygote forked (common.measure.zygote), driven as a Popen is."""
+
+    def __init__(self, path: str, module: str, argv: list[str], cwd: Path, child_env: dict, cpus, log):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.connect(path)
+        self.returncode, self.stdout = None, None
+        if log is None:
+            read_end, fd = os.pipe()
+            self.stdout = open(read_end, errors="replace")
+        else:
+            fd = log.fileno()
+        request = {"module": module, "argv": argv, "cwd": str(cwd), "env": child_env, "cpus": list(cpus or [])}
+        socket.send_fds(self.sock, [json.dumps(request).encode()], [fd])
+        if log is None:
+            os.close(fd)
+        self.pid = int(self.sock.recv(64))
+
+    def poll(self):
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            self.sock.settimeout(timeout)
+            try:
+                said = self.sock.recv(64)
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(f"forked {self.pid}", timeout) from None
+            self.returncode = int(said) if said else -signal.SIGKILL  # no status: it was killed
+            self.sock.close()
+        return self.returncode
+
+    def terminate(self):
+        self._signal(signal.SIGTERM)
+
+    def kill(self):
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, sig):
+        try:
+            os.kill(self.pid, sig)
+        except ProcessLookupError:
+            pass
 
 
 def progress(done: int, total: int, started: float, what: str, most: int | None = None) -> str:

@@ -1,0 +1,125 @@
+"""For the test suite: one process that imports torch and the cookbook once, then forks each measured
+child from there, so that a child starts in milliseconds rather than the ~4 s that torch's and
+dynamo's imports cost on a CPU (the suite starts a few hundred children).
+
+    python -m common.measure.zygote --socket PATH      # prints "ready" once it listens
+
+A forked child is still a process of its own: its own pid, memory, log, cores, working folder and
+environment, running its module as `python -m` would (its argv, `__main__`, the exception hook it
+installs, its exit status). The runners use it only where COOKBOOK_ZYGOTE names the socket
+(launch.child; tests/conftest.py sets it), and never for torchrun or a tool that wraps python.
+
+Protocol (AF_UNIX, SOCK_SEQPACKET): the runner sends one JSON message {module, argv, cwd, env, cpus}
+with the file descriptor the child writes its output to; the child answers its pid, and its exit
+status when it ends (no status: it was killed).
+"""
+import argparse
+import atexit
+import contextlib
+import ctypes
+import gc
+import importlib
+import io
+import json
+import os
+import runpy
+import signal
+import socket
+import sys
+import traceback
+
+# what the recipe scripts, the baselines and the doctor's child import (never a module run as
+# __main__: runpy would warn that it is imported already)
+PRELOAD = ("numpy", "torch", "torch._dynamo", "torch.profiler", "torch.utils.flop_counter", "torchvision",
+           "common.harness", "common.data", "common.models", "common.graphs", "common.measure.fixes",
+           "common.measure.settings")
+
+
+def serve(path: str) -> None:
+    for name in PRELOAD:
+        importlib.import_module(name)
+    # the imports' garbage freed and given back to the system, the rest frozen out of the collector: a
+    # child then writes fresh pages rather than copying the zygote's (copy-on-write) as it allocates
+    gc.collect()
+    gc.freeze()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children: no zombies
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server.bind(path)
+    server.listen(64)
+    print("ready", flush=True)
+    while True:
+        conn, _ = server.accept()
+        if os.fork() == 0:
+            server.close()
+            _child(conn)  # never returns
+        conn.close()
+
+
+def _child(conn: socket.socket) -> None:
+    code = 1
+    try:
+        message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 1)
+        request = json.loads(message)
+        conn.send(str(os.getpid()).encode())
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        if request["cpus"] and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, request["cpus"])
+        threads = os.environ.get("OMP_NUM_THREADS", "")
+        if threads.isdigit():
+            import torch
+
+            torch.set_num_threads(int(threads))
+        os.dup2(fds[0], 1)
+        os.dup2(fds[0], 2)
+        os.close(fds[0])
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+        sys.argv = [request["module"], *request["argv"]]
+        sys.path[0] = request["cwd"]  # as `python -m` puts the working folder first
+        code = _run(request["module"])
+    except BaseException:  # the protocol's own failure: said on the child's output
+        traceback.print_exc()
+    finally:
+        try:
+            atexit._run_exitfuncs()  # what a process's end runs, torch's and the script's
+            sys.stdout.flush()
+            sys.stderr.flush()
+            conn.send(str(code).encode())
+        finally:
+            os._exit(code)
+
+
+def _run(module: str) -> int:
+    """The module as __main__, ended as the interpreter ends a script: SystemExit's status, or the
+    exception hook (which the harness sets) for anything else."""
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        return 0
+    except SystemExit as e:
+        return _status(e)
+    except BaseException:
+        try:
+            sys.excepthook(*sys.exc_info())
+        except SystemExit as e:
+            return _status(e)
+        return 1
+
+
+def _status(e: SystemExit) -> int:
+    if e.code is None or isinstance(e.code, int):
+        return e.code or 0
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="python -m common.measure.zygote")
+    p.add_argument("--socket", required=True)
+    serve(p.parse_args().socket)

@@ -1,0 +1,41 @@
+"""The suite's zygote (common.measure.zygote): a child forked from it ends as a python process would,
+its status, its output and its exception hook included, and it stops when its runner stops it."""
+import os
+import time
+
+import pytest
+
+from common.runners import launch
+
+
+def forked(tmp_path, name, code):
+    if not os.environ.get("COOKBOOK_ZYGOTE"):  # set by conftest's session fixture, after collection
+        pytest.skip("the suite runs without its zygote (COOKBOOK_ZYGOTE=0)")
+    (tmp_path / f"{name}.py").write_text(code)
+    log = open(tmp_path / f"{name}.log", "w")
+    return launch.Forked(os.environ["COOKBOOK_ZYGOTE"], name, ["--flag", "x"], tmp_path, dict(os.environ, MINE="1"),
+                         None, log), log
+
+
+def test_a_forked_child_runs_its_module_as_main_with_its_argv_env_and_folder(tmp_path):
+    proc, log = forked(tmp_path, "says", "import os, sys\nprint(__name__, sys.argv[1:], os.environ['MINE'], "
+                                         "os.getcwd() == os.path.dirname(__file__))\nsys.exit(3)\n")
+    assert proc.wait(timeout=30) == 3 and proc.pid != os.getpid()
+    log.close()
+    assert (tmp_path / "says.log").read_text() == "__main__ ['--flag', 'x'] 1 True\n"
+
+
+def test_an_uncaught_error_goes_through_the_exception_hook_the_child_set(tmp_path):
+    proc, log = forked(tmp_path, "hooked", "import sys\nsys.excepthook = lambda *a: (print('one line'), "
+                                           "sys.exit(2))\nraise ValueError('x')\n")
+    assert proc.wait(timeout=30) == 2
+    log.close()
+    assert (tmp_path / "hooked.log").read_text() == "one line\n"
+
+
+def test_a_child_its_runner_stops_ends_without_a_status(tmp_path):
+    proc, log = forked(tmp_path, "sleeps", "import time\ntime.sleep(60)\n")
+    time.sleep(0.5)
+    proc.kill()
+    assert proc.wait(timeout=30) < 0
+    log.close()
