@@ -229,7 +229,8 @@ class Run:
         memory_dir = Path(self.args.memory_dir) if self.args.memory_dir else None
         m.evidence = yield from stages.profiled(feed, self.device, cfg.profile_steps, self.trace_dir,
                                                 f"{self.pair}_{self.variant}"
-                                                + (f"_rank{self.rank}" if self.world > 1 else ""), memory_dir, phases)
+                                                + (f"_rank{self.rank}" if self.world > 1 else ""), memory_dir, phases,
+                                                self._optimizers)
         self.stage = "flop count"
         m.flops = yield from stages.counted(feed, self.graph_flops)
         stages.shut_down(source)

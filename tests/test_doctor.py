@@ -46,7 +46,7 @@ def test_a_loader_bound_script_headlines_its_data_loading(tmp_path):
     assert "- **DataLoader settings**: data loading costs" in md
     assert "Blind spot: No GPU" in md
     for section in ("## Phase 1: baseline", "## Phase 2: bottleneck type", "## Phase 3: component",
-                    "## Phase 4: operations", "## Memory and traces"):
+                    "## Phase 4: operations", "## Memory and traces", "### How far each op is from the limit"):
         assert section in md
     (trace,) = (tmp_path / "traces" / "doctor").rglob("*.pt.trace.json")
     assert str(trace) in md

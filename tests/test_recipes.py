@@ -101,6 +101,11 @@ def test_report_has_environment_tables_evidence_and_diffs(amp_smoke):
     assert md.count("no interval: 1 process each") == 2 and "nothing to read: HTA reads GPU traces" in md
     assert "make tensorboard" in md and "127.0.0.1:6006" in md
     assert (reports / "amp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # each twin's ops under this CPU's measured ceilings, and what the technique changed in the trace
+    assert md.count("### How far each op is from the limit (roofline)") == 2 and "memory " in md
+    assert md.count("- slow: at the roofline its modelled ops would take") == 2
+    assert "| `aten::mm` | bfloat16 |" in md and "| `aten::convolution` | float32 |" in md
+    assert md.count("### What the technique changed in the trace") == 2
 
 
 @pytest.mark.recipe("amp")

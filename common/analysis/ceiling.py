@@ -1,6 +1,7 @@
-"""The device's measured matmul ceiling, read back for MFU: achieved TFLOP/s over what this card reaches.
-`python -m common.measure.ceiling` measures it once per machine (GPU name and torch version) and caches
-it in the data folder; this module only reads that cache."""
+"""The device's measured ceilings, read back for MFU and the roofline: what this card (or this CPU, at
+its thread count) reaches in a large matmul per dtype and in a large copy. `python -m
+common.measure.ceiling` measures them once per machine and caches them in the data folder, under the
+GPU's name (or the CPU's and its threads) and the torch version; this module only reads that cache."""
 import json
 
 from common import env
@@ -15,12 +16,19 @@ def key(gpu_name: str, torch_version: str) -> str:
     return f"{gpu_name} | torch {torch_version}"
 
 
-def cached(stamp: Stamp) -> Ceilings | None:
-    """The cached ceilings of the stamp's GPU, or None (a CPU run, or not measured yet)."""
-    if stamp.device_type != "cuda":
+def device_key(stamp: Stamp) -> str:
+    """The cache's key for a stamp's device: the GPU's name, or the CPU's with the run's threads."""
+    name = stamp.gpu_name if stamp.device_type == "cuda" else f"CPU {stamp.cpu} x{stamp.torch_threads} threads"
+    return key(name, stamp.torch)
+
+
+def cached(stamp: Stamp, cpu: bool = False) -> Ceilings | None:
+    """The cached ceilings of the stamp's device, or None (not measured yet). A CPU's only when asked
+    (`cpu`): MFU is a GPU's figure, the roofline is every device's."""
+    if stamp.device_type != "cuda" and not cpu:
         return None
     try:
-        found = json.loads(path().read_text()).get(key(stamp.gpu_name, stamp.torch))
+        found = json.loads(path().read_text()).get(device_key(stamp))
     except (OSError, ValueError):
         return None
     return Ceilings.from_json(found) if found else None

@@ -337,6 +337,10 @@ class Evidence(Record):
     views: OpViews
     memory: MemoryArtifacts | None = None
     hta: HtaReading | None = None
+    roofline: Roofline | None = None
+    # every op's time per step (GPU: its kernels'), and every kernel's, by name: for the trace diff
+    op_ms: dict[str, float] = field(default_factory=dict)
+    kernel_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -435,13 +439,47 @@ class HostFigures(Record):
 
 @dataclass
 class Ceilings(Record):
-    """The device's measured matmul ceilings in TFLOP/s (python -m common.measure.ceiling), for MFU."""
+    """The device's measured ceilings (python -m common.measure.ceiling): matmul TFLOP/s per dtype, for
+    MFU and the roofline, and memory bandwidth in GB/s. `gpu`: the GPU's name, or the CPU's ("CPU ...")."""
     gpu: str | None = None
     bf16_tflops: float | None = None
     tf32_tflops: float | None = None
     fp32_tflops: float | None = None
     how: str | None = None
     date: str | None = None
+    bandwidth_gbs: float | None = None  # a large copy's bytes read and written, per second
+
+
+@dataclass
+class OpRoof(Record):
+    """One op (by name and dtype) of a roofline, per step (analysis.roofline)."""
+    name: str
+    kind: str  # matmul, convolution, attention, normalisation, reduction, elementwise, optimizer
+    dtype: str
+    calls: float
+    flops: float
+    bytes: float
+    ms: float  # its kernels' time (GPU), its own span (CPU)
+    roof_ms: float | None  # max(FLOPs / compute ceiling, bytes / bandwidth): the time at the limit
+    bound: str | None  # "compute" or "memory": the side of the ridge it sits on
+
+    @property
+    def reached(self) -> float | None:
+        """The share of its limit the op reaches: roofline time over its time."""
+        return self.roof_ms / self.ms if self.roof_ms and self.ms > 0 else None
+
+
+@dataclass
+class Roofline(Record):
+    """The roofline of the profiled steps, per step: the modelled ops, the time no model covers."""
+    ops: list[OpRoof]
+    busy_ms: float  # the GPU's busy time (CPU: the top-level ops' time)
+    modelled_ms: float  # of which the modelled ops
+    roof_ms: float | None  # the modelled ops at their roofline
+    unmodelled_ms: dict[str, float] = field(default_factory=dict)  # op name -> time no model covers
+    steps: int = 1
+    device: str = "cpu"
+    ceilings: Ceilings | None = None
 
 
 @dataclass

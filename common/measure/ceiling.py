@@ -1,66 +1,116 @@
-"""Measure the device's matmul ceiling, for MFU: what this card reaches, not its datasheet.
+"""Measure the device's ceilings, for MFU and the roofline: what this card (or CPU) reaches, not its
+datasheet.
 
-    python -m common.measure.ceiling [--if-missing]     # CUDA only; prints the figures and caches them
+    python -m common.measure.ceiling [--if-missing] [--device cuda|cpu]   # prints the figures, caches them
 
-A large bf16 and a large TF32 matmul (8192 x 8192 x 8192), timed with CUDA events, median of 20
-after a warm-up, cached under the GPU's name and the torch version (common.analysis.ceiling reads it).
-The runners start it in a child process before their first CUDA run, so they never hold a CUDA context.
-Datasheet peaks are leads; what a large matmul reaches on this card is the ceiling we divide by
-(an H100 SXM reached about 798 TFLOP/s in bf16 on 2026-11-22).
+A large bf16, TF32 and fp32 matmul (8192^3 on a GPU, 1024^3 on a CPU at the process's threads), and a
+large copy (1 GiB on a GPU, device to device; 256 MiB on a CPU), each timed (CUDA events, or
+perf_counter), median of several after a warm-up, cached under the device's name and the torch
+version (common.analysis.ceiling reads it). The runners measure a GPU in a child process before
+their first CUDA run, so they never hold a CUDA context; a CPU run measures its own once, after its
+profiled steps (ensure). Datasheet peaks are leads; what a large matmul and a large copy reach here
+are the ceilings we divide by (an H100 SXM reached about 798 TFLOP/s in bf16 on 2026-11-22).
 """
 import datetime as dt
 import json
 import sys
+import time
 from statistics import median
 
 import torch
 
 from common.analysis import ceiling
-from common.analysis.results import Ceilings, atomic_write_text
+from common.analysis.results import Ceilings, atomic_write_text, file_lock
 from common.measure import stamp
 
-SIZE, REPEATS = 8192, 20
+SIZES = {"cuda": 8192, "cpu": 1024}
+COPY_BYTES = {"cuda": 2**30, "cpu": 2**28}
+REPEATS = {"cuda": 20, "cpu": 5}
 
 
-def _time_matmul(dtype, tf32: bool) -> float:
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    a = torch.randn(SIZE, SIZE, device="cuda", dtype=dtype)  # random data: zeros run faster than real data
-    b = torch.randn(SIZE, SIZE, device="cuda", dtype=dtype)
-    for _ in range(3):
-        a @ b
+def _timed(device: torch.device, fn, repeats: int) -> float:
+    """The median seconds of fn() after a warm-up."""
+    for _ in range(2):
+        fn()
     times = []
-    for _ in range(REPEATS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        a @ b
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1000)
-    return 2 * SIZE ** 3 / median(times) / 1e12
+    for _ in range(repeats):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1000)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return median(times)
 
 
-def measure() -> Ceilings:
-    found = Ceilings(gpu=torch.cuda.get_device_name(), bf16_tflops=_time_matmul(torch.bfloat16, False),
-                     tf32_tflops=_time_matmul(torch.float32, True), fp32_tflops=_time_matmul(torch.float32, False),
-                     how=f"{SIZE}^3 matmul, CUDA events, median of {REPEATS}",
-                     date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+def _matmul_tflops(device: torch.device, dtype, tf32: bool) -> float:
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    n = SIZES[device.type]
+    a = torch.randn(n, n, device=device, dtype=dtype)  # random data: zeros run faster than real data
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    return 2 * n ** 3 / _timed(device, lambda: a @ b, REPEATS[device.type]) / 1e12
+
+
+def _copy_gbs(device: torch.device) -> float:
+    """A large copy's bytes read and written per second."""
+    n = COPY_BYTES[device.type] // 4
+    src, dst = torch.randn(n, device=device), torch.empty(n, device=device)
+    return 2 * n * 4 / _timed(device, lambda: dst.copy_(src), REPEATS[device.type]) / 1e9
+
+
+def measure(device: torch.device) -> Ceilings:
+    tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
-        table = json.loads(ceiling.path().read_text())
-    except (OSError, ValueError):
-        table = {}
-    table[ceiling.key(found.gpu, torch.__version__)] = found.to_json()
-    atomic_write_text(ceiling.path(), json.dumps(table, indent=1) + "\n")
+        found = Ceilings(gpu=torch.cuda.get_device_name() if device.type == "cuda" else f"CPU {stamp.take(device).cpu}",
+                         bf16_tflops=_matmul_tflops(device, torch.bfloat16, False),
+                         tf32_tflops=_matmul_tflops(device, torch.float32, True) if device.type == "cuda" else None,
+                         fp32_tflops=_matmul_tflops(device, torch.float32, False), bandwidth_gbs=_copy_gbs(device),
+                         how=f"{SIZES[device.type]}^3 matmuls and a {COPY_BYTES[device.type] // 2**20} MiB copy, "
+                             f"median of {REPEATS[device.type]}"
+                             + (f", {torch.get_num_threads()} threads" if device.type == "cpu" else ""),
+                         date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    finally:
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+    with file_lock(ceiling.path().with_suffix(".lock")):  # runs measuring at once each add their own
+        try:
+            table = json.loads(ceiling.path().read_text())
+        except (OSError, ValueError):
+            table = {}
+        table[ceiling.device_key(stamp.take(device))] = found.to_json()
+        ceiling.path().parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(ceiling.path(), json.dumps(table, indent=1) + "\n")
     return found
 
 
+def ensure(device: torch.device) -> Ceilings:
+    """The device's cached ceilings, measured first if missing (under a lock: once per machine)."""
+    here = stamp.take(device)
+    found = ceiling.cached(here, cpu=True)
+    if found is not None:
+        return found
+    with file_lock(ceiling.path().with_suffix(".measuring")):
+        return ceiling.cached(here, cpu=True) or measure(device)
+
+
 if __name__ == "__main__":
-    if not torch.cuda.is_available():
-        print("python -m common.measure.ceiling: error: the matmul ceiling needs CUDA", file=sys.stderr)
+    args = sys.argv[1:]
+    which = torch.device(args[args.index("--device") + 1] if "--device" in args else "cuda")
+    if which.type == "cuda" and not torch.cuda.is_available():
+        print("python -m common.measure.ceiling: error: --device cuda needs CUDA (--device cpu measures this CPU)",
+              file=sys.stderr)
         sys.exit(2)
-    if "--if-missing" in sys.argv[1:]:
-        if ceiling.cached(stamp.take(torch.device("cuda"))) is not None:
+    if "--if-missing" in args:
+        if ceiling.cached(stamp.take(which), cpu=True) is not None:
             sys.exit(0)
-        print("measuring this GPU's matmul ceiling once (bf16, TF32, fp32), for MFU ...", flush=True)
-    c = measure()
-    print(f"{c.gpu}: bf16 {c.bf16_tflops:.0f} TFLOP/s, TF32 {c.tf32_tflops:.0f}, fp32 {c.fp32_tflops:.0f} "
-          f"({c.how}) -> {ceiling.path()}")
+        print(f"measuring this {'GPU' if which.type == 'cuda' else 'CPU'}'s ceilings once (matmuls, a copy), for MFU "
+              "and the roofline ...", flush=True)
+    c = measure(which)
+    print(f"{c.gpu}: bf16 {c.bf16_tflops:.3g} TFLOP/s, TF32 {c.tf32_tflops or 0:.3g}, fp32 {c.fp32_tflops:.3g}, "
+          f"copy {c.bandwidth_gbs:.0f} GB/s ({c.how}) -> {ceiling.path()}")

@@ -76,6 +76,7 @@ class Observer:
         self.ends = 0  # step ends seen
         self.stage = "warm-up"
         self.optimizers, self.loaders, self.top_modules = {}, {}, {}
+        self.optimizer_objects = {}  # id -> the optimizer itself (the roofline counts its parameters)
         self.first_optimizer = None
         self.calls = self.batches = 0  # top-level model calls and batches drawn, whatever the step is
         self.depth = 0
@@ -220,6 +221,7 @@ class Observer:
         if self.pid != os.getpid() or self.busy:
             return
         self.fixes.before_step(optimizer)
+        self.optimizer_objects.setdefault(id(optimizer), optimizer)
         name = self.optimizers.setdefault(id(optimizer), f"{type(optimizer).__name__}" + (
             f" #{len(self.optimizers) + 1}" if self.optimizers else ""))
         self.flags.setdefault(name, {k: optimizer.defaults.get(k) for k in ("foreach", "fused")})
@@ -467,7 +469,9 @@ class Observer:
 
     def _evidence(self) -> Evidence | None:
         """The profiled steps' evidence, over as many steps as the trace holds (the script may have ended early)."""
-        return read_evidence(self.prof, self.device) if Path(self.prof.trace_path).exists() else None
+        if not Path(self.prof.trace_path).exists():
+            return None
+        return read_evidence(self.prof, self.device, optimizers=list(self.optimizer_objects.values()))
 
 
 class Watched:

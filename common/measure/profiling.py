@@ -15,13 +15,13 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from common.analysis.results import KindRow, KindView, MemoryArtifacts, OpRow, OpView, OpViews
+from common.analysis.traces import GPU_CATS, LAUNCH_CATS, read_trace
 from common.env import rank_world
 
 # host-blocking CUDA runtime calls; .item() on CUDA shows up as a cudaStreamSynchronize
 SYNC_APIS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 # the ops that force a sync when the tensor lives on a GPU (on CPU they are the only trace of one)
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 TOP_ROWS = 10
 
 
@@ -143,7 +143,6 @@ def _top_level(ops) -> int:
     return count
 
 
-LAUNCH_CATS = ("cuda_runtime", "cuda_driver")  # cudaLaunchKernel, and cuLaunchKernel (Triton, Inductor, cuBLASLt)
 
 
 def _autograd_threads(events) -> set:
@@ -227,16 +226,6 @@ def _overlap(a, b) -> float:
 
 def _per_step_ms(intervals, n) -> float:
     return _union_length(intervals) / 1000 / n
-
-
-def read_trace(trace_path: Path) -> dict:
-    path = Path(trace_path)
-    if path.suffix == ".gz":
-        import gzip
-
-        with gzip.open(path, "rt") as f:
-            return json.load(f)
-    return json.loads(path.read_text())
 
 
 def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:

@@ -16,9 +16,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from common import env
-from common.analysis import stats
+from common.analysis import roofline, stats, traces
 from common.analysis.results import CompileStats, Evidence, PhaseEvidence, Timing
-from common.measure import cpu_time, hta, memory, trainstate
+from common.measure import ceiling, cpu_time, hta, memory, trainstate
 from common.measure.nvtx import Ranges, kernel_window
 from common.measure.profiling import mark_rank, memory_artifacts, op_views, profiler, trace_evidence
 from common.measure.timing import DataTimer, PhaseTimer, StepTimer, synchronize
@@ -143,7 +143,7 @@ def timed(feed: Callable, device: torch.device, n: int, batch_size: int, warm: W
 
 
 def profiled(feed: Callable, device: torch.device, steps: int, trace_dir: Path, worker: str,
-             memory_dir: Path | None, phases: Phases) -> Stage:
+             memory_dir: Path | None, phases: Phases, optimizers=()) -> Stage:
     """torch.profiler over 1 warm-up + `steps` active steps: the trace and its Evidence (None with
     no profiled steps); with a memory folder, the memory timeline and (CUDA) snapshot. Never timed."""
     if not steps:
@@ -158,20 +158,27 @@ def profiled(feed: Callable, device: torch.device, steps: int, trace_dir: Path, 
             prof.step()
             mark_rank(prof)
         phases.profiling = False
-    evidence = read_evidence(prof, device, steps)
+    evidence = read_evidence(prof, device, steps, optimizers)
     if memory_dir is not None:
         evidence.memory = memory_artifacts(prof, memory_dir, worker, device, snapshot)
     return evidence
 
 
-def read_evidence(prof, device: torch.device, steps: int | None = None) -> Evidence:
+def read_evidence(prof, device: torch.device, steps: int | None = None, optimizers=()) -> Evidence:
     """What a finished profiler's trace shows, per step: the trace's counts and times, the seed's op
-    views and HTA's reading. `steps`: the profiled steps (default: as many as the trace holds)."""
+    views, HTA's reading, each op against this machine's ceilings (the roofline; the optimizers'
+    parameters size its foreach and fused ops) and each kernel's time. `steps`: the profiled steps
+    (default: as many as the trace holds)."""
     found = trace_evidence(prof.trace_path, device, PHASES)
     found["phases"] = {p: PhaseEvidence(**v) for p, v in found["phases"].items()}
     n = steps or max(found["profiled_steps"], 1)
+    events, traced = traces.profiled(prof.trace_path)
+    tf32 = (torch.backends.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest",
+            torch.backends.cudnn.allow_tf32)
+    roof = roofline.of_events(events, traced, device.type == "cuda", ceiling.ensure(device), tf32,
+                              trainstate.parameter_elements(optimizers))
     return Evidence(trace=str(prof.trace_path), **found, views=op_views(prof, device, n, set(PHASES)),
-                    hta=hta.read(prof.trace_path, device))
+                    hta=hta.read(prof.trace_path, device), roofline=roof, kernel_ms=roofline.kernel_ms(events, traced))
 
 
 def counted(feed: Callable, recorded_flops: float | None) -> Stage:

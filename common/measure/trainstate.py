@@ -76,3 +76,21 @@ def restore(saved: Saved) -> None:
                 p.grad.copy_(grad)
     for optimizer, state in saved.optimizers:
         restore_optimizer(optimizer, state)
+
+
+TRACE_DTYPES = {torch.float32: "float", torch.bfloat16: "c10::BFloat16", torch.float16: "c10::Half",
+                torch.float64: "double"}
+
+
+def parameter_elements(optimizers) -> dict[str, int]:
+    """The elements of the parameters these optimizers update, by dtype as a trace names it (the
+    roofline sizes the optimizer's foreach and fused ops from them: a trace gives their lists no shapes)."""
+    seen, out = set(), {}
+    for o in optimizers:
+        for group in o.param_groups:
+            for p in group["params"]:
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    name = TRACE_DTYPES.get(p.dtype, str(p.dtype))
+                    out[name] = out.get(name, 0) + p.numel()
+    return out

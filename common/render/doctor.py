@@ -12,6 +12,7 @@ from common.analysis import doctor
 from common.analysis.figures import Figure
 from common.analysis.metrics import fmt
 from common.analysis.results import DoctorVerdict, Observation, Trial, Trials, atomic_write_text
+from common.render import roofline
 from common.render.diagnosis import phase_sections
 from common.render.report import hta_lines
 
@@ -171,6 +172,7 @@ def render_markdown(obs: Observation, v: DoctorVerdict, figures: dict[str, Figur
     lines += ["", "## Settings seen", "", "Read from what the script ran (its DataLoaders, its optimizers' hooks, "
               "and the ops of the profiled steps, recorded with their input dtypes and strides):", ""]
     lines += _settings_rows(obs)
+    lines += ["", *roofline.section([("your script", r.evidence)])] if r.evidence else []
     lines += ["", "## A second opinion on the trace", ""]
     lines += hta_lines([("profiled steps", r.evidence)], r.device != "cuda")
     lines += phase_sections(r, v.diagnosis)

@@ -96,6 +96,14 @@ def _incremental(s) -> str:
     return text + marks.get(s.verdict, "")
 
 
+def _roof(a) -> str:
+    """'4.79 of 24.41 ms (20%)': the modelled ops at their roofline against their time, per step."""
+    r = a.evidence.roofline if a.evidence else None
+    if r is None or not r.roof_ms or not r.modelled_ms:
+        return metrics.NONE
+    return f"{r.roof_ms:.3g} of {r.modelled_ms:.3g} ms ({r.roof_ms / r.modelled_ms:.0%})"
+
+
 def render(summary: LadderSummary, reports_dir: Path) -> list[Path]:
     """reports/ladder_<workload>.md, and its plot where a rung finished; the files written."""
     w = summary.workload
@@ -113,27 +121,30 @@ def render(summary: LadderSummary, reports_dir: Path) -> list[Path]:
     cols = [metrics.get(k) for k in ("median_ms", "p99_ms", "peak_mb", "syncs_per_step", "kernels_per_step", "tflops",
                                      "mfu")]
     lines += ["| rung | adds | batch | samples/s (95% CI) | " + " | ".join(m.column() for m in cols)
-              + " | cumulative | incremental (95% CI) | parity |", "|---:|---|---:|---:|" + "---:|" * len(cols)
-              + "---:|---:|---|"]
+              + " | at the roofline | cumulative | incremental (95% CI) | parity |",
+              "|---:|---|---:|---:|" + "---:|" * len(cols) + "---:|---:|---:|---|"]
     for r in summary.rungs:
         if r.status != "ok":
             why = f"out of memory at batch {r.aggregate.oom.batch_size}" if r.status == "oom" else "failed"
-            lines.append(f"| {r.index} | **{r.name}** (`{r.id}`): {r.adds} | | {why} |" + "|" * (len(cols) + 3))
+            lines.append(f"| {r.index} | **{r.name}** (`{r.id}`): {r.adds} | | {why} |" + "|" * (len(cols) + 4))
             continue
         par = r.parity
         ptxt = ("reference" if par is None else ("ok" + ("" if par.windows_compared else " (first window only)"))
                 if par.ok else "FAILED: " + parity_failure(par))
         a = r.aggregate
         lines.append(f"| {r.index} | **{r.name}** (`{r.id}`): {r.adds} | {a.config.batch_size} | {_throughput(a)} | "
-                     + " | ".join(m.text(a) for m in cols)
+                     + " | ".join(m.text(a) for m in cols) + f" | {_roof(a)}"
                      + f" | {fmt(r.cumulative, '.2f')}{'' if r.cumulative is None else 'x'} | "
                      f"{_incremental(r.incremental)} | {ptxt} |")
     lines += ["", "Speedups are throughput ratios (samples/s at the median of the per-process medians); the "
                   f"incremental one is against the rung below, with a {stats.METHOD} on time per sample: '(n.s.)' "
                   "where it includes 1, **slower** where the rung lost speed. TFLOP/s from FlopCounterMode's count "
                   "of one step; MFU against this card's measured bf16 matmul ceiling "
-                  "(`python -m common.measure.ceiling`). Parity compares each rung's first steps and windowed means "
-                  "with rung 0's, within the tolerance of the techniques it adds (see `ladder/__init__.py`)."]
+                  "(`python -m common.measure.ceiling`). At the roofline: the time the rung's modelled ops would take "
+                  "at this machine's measured ceilings (compute per dtype, memory bandwidth) against the time they "
+                  "take, per profiled step, and that share: how close each rung gets to the limit. Parity compares "
+                  "each rung's first steps and windowed means with rung 0's, within the tolerance of the techniques "
+                  "it adds (see `ladder/__init__.py`)."]
     if e and e.device_type != "cuda":
         lines.append("This is a CPU run: it checks that every rung works and keeps parity; it is not a GPU result.")
     for f in summary.failures:

@@ -25,7 +25,7 @@ from common.analysis.results import (
     read_result,
 )
 from common.errors import CookbookError, exit_with
-from common.render import diffs, plots
+from common.render import diffs, plots, roofline
 
 VIEW_TITLES = {  # the op tables of Evidence.views (results.OpViews), by field
     "device_time": "Top ops by self device time",
@@ -392,6 +392,8 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
             for name, g in (("slow", slow.gpu_monitor), ("fast", fast.gpu_monitor)) if g and g.available]
     out.append("")
     out += _mechanism_table(slow, fast, keys, cpu)
+    out += roofline.section([("slow", slow.evidence), ("fast", fast.evidence)])
+    out += roofline.diff_section(slow.evidence, fast.evidence)
     if slow.evidence and fast.evidence:
         out += ["### Profiler evidence (per step, profiled steps of round 1)", ""]
         for view in VIEW_TITLES:

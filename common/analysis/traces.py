@@ -1,0 +1,48 @@
+"""Reading a profiler trace (Chrome trace JSON, gzipped or not) without torch: its complete events,
+kept to the profiled steps, and which op encloses which event on a thread."""
+import gzip
+import json
+from pathlib import Path
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")  # cudaLaunchKernel, and cuLaunchKernel (Triton, Inductor, cuBLASLt)
+
+
+def read_trace(trace_path) -> dict:
+    path = Path(trace_path)
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt") as f:
+            return json.load(f)
+    return json.loads(path.read_text())
+
+
+def profiled(trace_path) -> tuple[list[dict], int]:
+    """(the complete events inside the profiled steps, GPU work included wherever it ran; how many
+    steps). A trace without ProfilerStep ranges is taken whole, as one step."""
+    events = [e for e in read_trace(trace_path)["traceEvents"] if e.get("ph") == "X"]
+    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    if steps:
+        bounds = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in steps)
+        events = [e for e in events if any(a <= e["ts"] <= b for a, b in bounds) or e.get("cat") in GPU_CATS]
+    return events, max(len(steps), 1)
+
+
+def enclosing(events, want=lambda e: True) -> dict[int, list[dict]]:
+    """For each event on a CPU thread (by id()), the ops open around it, outermost first (ops
+    included: an op's own list ends with itself). `want(op)` picks the ops that count."""
+    by_thread = {}
+    for e in events:
+        if e.get("cat") == "cpu_op" or e.get("cat") in LAUNCH_CATS:
+            by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+    found = {}
+    for items in by_thread.values():
+        stack = []
+        for e in sorted(items, key=lambda e: (e["ts"], -e.get("dur", 0))):
+            while stack and stack[-1]["ts"] + stack[-1].get("dur", 0) < e["ts"]:
+                stack.pop()
+            if e.get("cat") == "cpu_op" and want(e):
+                stack.append(e)
+                found[id(e)] = list(stack)
+            else:
+                found[id(e)] = list(stack)
+    return found
