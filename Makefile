@@ -19,7 +19,7 @@ PORT ?= 6006
 TIMED = start=$$(date +%s); trap 'rc=$$?; t=$$(( $$(date +%s) - start )); echo "make $@: $$((t / 60)) min $$((t % 60)) s"; exit $$rc' EXIT;
 RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
 
-.PHONY: help setup lock doctor gpu-check refresh recipes index baselines ladder all test tensorboard clean trace-diff
+.PHONY: help setup lock doctor gpu-check refresh recipes index readme baselines ladder all test tensorboard clean trace-diff
 
 help: ## list the targets
 	@echo "Quick start: make recipe-amp (the main job), make test (the CPU test suite)."
@@ -83,6 +83,9 @@ refresh: $(SETUP) ## on a GPU: the targets whose committed report is missing or 
 
 index: $(SETUP) ## re-render reports/README.md and overview.png from the saved results
 	$(PY) -m common.render.index
+
+readme: $(SETUP) ## the README's recipe table, its GPU column rewritten from the committed reports (ARGS=--check: only say)
+	@$(PY) -m common.render.readme $(ARGS)
 
 A ?=
 B ?=

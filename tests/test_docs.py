@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from common import catalog
+from common.analysis import figures, stats
+from common.render import readme
 
 from conftest import REPO
 
@@ -124,3 +126,25 @@ def test_the_checks_fail_on_planted_mistakes(tmp_path):
     assert unknown_targets(text) == ["sweep-folded_ops", "nonsense", "frobnicate"]  # folded_ops has no sweep
     assert outline_gaps("## What changes\n## When it does not help\n## Why it helps\n") == [
         "When it does not help", "Its sweep", "What * measured"]
+
+
+def test_the_readme_gpu_column_is_what_the_committed_reports_say():
+    assert readme.stale() == [], "run make readme"
+
+
+def test_the_gpu_column_comes_from_a_full_gpu_report_only(tmp_path):
+    entry = {"ratio": 1.5, "low": 1.4, "high": 1.6, "verdict": "faster", "processes": [5, 5], "floor": stats.FLOOR,
+             "goal": "met"}
+    facts = {"kind": "recipe", "recipe": "amp", "smoke": False, "pairs": {"resnet18": entry},
+             "device": "NVIDIA H100 80GB HBM3", "device_type": "cuda", "date": "2026-11-25", "commit": "abc1234"}
+    row = "| [`amp`](recipes/amp/README.md) | bf16 | ResNet-18 >= 1.4x | not measured yet |\n"
+    for kind, smoke, want in (("cuda", False, "[resnet18: 1.50x faster (95% interval 1.40-1.60, 5 processes each), "
+                                             "goal met](reports/amp.md) (NVIDIA H100 80GB HBM3, 2026-11-25)"),
+                              ("cpu", False, "not measured yet"), ("cuda", True, "not measured yet")):
+        (tmp_path / "amp.md").write_text("# AMP\n" + figures.comment({**facts, "device_type": kind, "smoke": smoke}))
+        found = figures.read(tmp_path, ["amp"])
+        assert readme.rewrite(row, found) == f"| [`amp`](recipes/amp/README.md) | bf16 | ResNet-18 >= 1.4x | {want} |\n"
+    page = tmp_path / "README.md"
+    page.write_text(row)
+    (tmp_path / "amp.md").write_text(figures.comment(facts))
+    assert readme.stale(page, tmp_path) == ["amp"]  # a hand-written or out-of-date cell is found

@@ -29,7 +29,7 @@ def test_a_loader_bound_script_measures_its_workers_faster_and_proves_them_appli
     assert "loader workers handed out the batches" in workers["why"]  # the multi-process iterator
     assert workers["parity_ok"] and trials["deterministic"]
     s = workers["speedup"]
-    said = f"{workers['label']} {s['ratio']:.2f}x (95% CI {s['low']:.2f}-{s['high']:.2f}"
+    said = f"{workers['label']} {s['ratio']:.2f}x faster (95% interval {s['low']:.2f}-{s['high']:.2f}"
     assert f"Headline: Measured on your script: {said}" in proc.stdout and said in md.splitlines()[2]
     assert "## Tried on your script" in md and "The lines to add, as its recipe writes them" in md
     assert "num_workers=n_workers" in md  # from the dataloader recipe's diff

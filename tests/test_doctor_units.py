@@ -131,7 +131,7 @@ def test_the_report_renders_a_gpu_observation_with_recipe_figures(tmp_path):
                                            regimes={"churn": ("batch", "pays off from batch 64 up", "cuda")})}
     md = render.render_markdown(obs, v, found, "make doctor SCRIPT=x")
     assert md.splitlines()[2] == f"Headline: {v.headline}"
-    assert ("[`cuda_graphs`](../recipes/cuda_graphs/README.md): measured 3.20x on churn (95% CI 3.00-3.40, faster) "
+    assert ("[`cuda_graphs`](../recipes/cuda_graphs/README.md): measured churn: 3.20x faster (95% interval 3.00-3.40) "
             "([report](cuda_graphs.md): H100, 2026-12-01; this version); churn: pays off from batch 64 up "
             "([sweep](sweep_cuda_graphs.md))") in md
     assert "[`compile`](../recipes/compile/README.md): not measured on a GPU yet (`make recipe-compile`)" in md

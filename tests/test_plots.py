@@ -215,7 +215,7 @@ def test_the_sweep_plot_reads_at_a_glance(knob, values, monkeypatch):
     assert_plain_ticks(ax, values)
     assert_plain_ticks(mem, values)
     assert "interval runs past the axis" in texts  # the clipped ends are marked, and the mark explained
-    assert "faster (95% CI above 1x)" in texts and "slower (95% CI below 1x)" in texts
+    assert "faster (interval above 1x)" in texts and "slower (interval below 1x)" in texts
     close(fig)
 
 

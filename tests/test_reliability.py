@@ -56,8 +56,9 @@ def test_interrupt_leaves_the_previous_report_and_finished_results(tmp_path, sig
            "--workloads", "churn",
            "--rounds", "2", "--reports-dir", str(tmp_path)]
     # a shell's background job inherits SIGINT ignored; a user's Ctrl-C reaches a foreground process.
-    # Plain child processes (no zygote): a run then lasts seconds, so the signal lands inside the second
-    plain = {k: v for k, v in os.environ.items() if k != "COOKBOOK_ZYGOTE"}
+    # Plain child processes (no zygote), and the second run's steps stretched 200-fold (the fast twin
+    # of round 1 takes the second pace): the signal lands inside the second run even on a loaded host
+    plain = {**{k: v for k, v in os.environ.items() if k != "COOKBOOK_ZYGOTE"}, "COOKBOOK_FAULT": "pace:1,200"}
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=plain,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     out = ""

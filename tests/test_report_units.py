@@ -1,5 +1,7 @@
 """Report pieces that need no child process: what is written and linked, the host-bound lead, MFU,
 only written files listed, the phase timer's reserved peak, the baselines' step count."""
+import re
+
 import pytest
 import torch
 
@@ -50,7 +52,8 @@ def _comparison(entry) -> Comparison:
 def test_a_host_bound_pair_that_does_not_pay_says_so_first(tmp_path):
     md = report.render_markdown(_comparison(_entry([2.8, 2.3, 1.7], [3.0, 3.1, 2.7])), tmp_path)
     section = md.split("## churn")[1]
-    first = section.strip().splitlines()[0]
+    opening, first = [line for line in section.strip().splitlines() if line][:2]
+    assert opening.startswith("**No significant difference: 0.77x (95% interval 0.43-1.34, 3 processes each)**")
     assert first.startswith("- **Host-bound: this step cannot get faster from this technique here.**")
     assert "idle 95%" in first and "412 ops" in first and "70 kernels" in first and "cuda_graphs" in first
     assert "they disagree by 8 points" in section  # HTA's idle share beside ours, flagged above 5 points
@@ -58,9 +61,22 @@ def test_a_host_bound_pair_that_does_not_pay_says_so_first(tmp_path):
 
 def test_a_pair_that_pays_or_runs_on_a_cpu_gets_no_host_bound_lead(tmp_path):
     faster = report.render_markdown(_comparison(_entry([10.0, 10.1, 9.9], [5.0, 5.1, 4.9])), tmp_path)
-    assert "Host-bound" not in faster and "Speedup: 2.00x (95% CI" in faster
+    assert "Host-bound" not in faster and "**Fast is 2.00x faster (95% interval 1.9" in faster
     cpu = report.render_markdown(_comparison(_entry([2.8, 2.3, 1.7], [3.0, 3.1, 2.7], device="cpu")), tmp_path)
     assert "Host-bound" not in cpu and "nothing to read" in cpu
+
+
+def test_each_section_opens_with_the_verdict_memory_and_mechanism_and_the_interval_has_one_footnote(tmp_path):
+    comparison = _comparison(_entry([10.0, 10.1, 9.9], [5.0, 5.1, 4.9]))
+    comparison.evidence_keys = ["peak_mb", "syncs_per_step"]
+    md = report.render_markdown(comparison, tmp_path)
+    opening = md.split("## churn\n\n")[1].splitlines()[0]
+    assert re.fullmatch(r"\*\*Fast is 2\.00x faster \(95% interval [\d.]+-[\d.]+, 3 processes each\)\*\*"
+                        r"\[\^interval\]; peak memory \d+ -> \d+ MB \([+-][\d.]+%\); .*syncs.* -> .*\.", opening), \
+        opening
+    assert md.count("[^interval]:") == 1 and md.rstrip().splitlines()[-1].startswith("[^interval]: The 95% interval")
+    assert md.index("## churn") < md.index("## Where and how it ran")  # the verdicts first, the stamp after
+    assert "-> fast is 2.00x faster (95% interval" in report.terminal_table(comparison)
 
 
 def test_only_written_files_are_listed(tmp_path):
@@ -173,5 +189,5 @@ def test_a_report_cites_the_latest_aa_of_its_own_device_as_the_noise_floor(tmp_p
     write_result(tmp_path / "results" / "compile" / "aa" / "comparison.json", other)
     row = next(line for line in report_md().splitlines() if line.startswith("| noise floor here (A/A) |"))
     s = stats.speedup([10.0, 10.1, 9.9], [10.1, 9.9, 10.0])  # the newer one's
-    assert f"{s.ratio:.2f}x, 95% CI {s.low:.2f}-{s.high:.2f}: amp/churn's slow script against itself" in row
+    assert f"{s.ratio:.2f}x, 95% interval {s.low:.2f}-{s.high:.2f}: amp/churn's slow script against itself" in row
     assert "2026-11-24" in row and "3 processes each" in row

@@ -55,12 +55,23 @@ def test_the_words_follow_the_interval():
     assert stats.verdict(0.98, 1.02) == "no meaningful difference"
     assert stats.verdict(0.9, 1.2) == "undecided"
     assert stats.verdict(None, None) == "undecided"
-    text = stats.describe(stats.speedup([10.0, 10.2, 9.9, 10.1, 10.0], [5.0, 5.1, 4.9, 5.05, 5.0]))
-    assert text.startswith("2.00x (95% CI 1.9") and "5 processes each" in text
-    slower = stats.describe(stats.speedup([5.0, 5.1, 4.9], [10.0, 10.2, 9.9]))
-    assert "SLOWER" in slower
+    text = stats.describe(stats.speedup([10.0, 10.2, 9.9, 10.1, 10.0], [5.0, 5.1, 4.9, 5.05, 5.0]), "fast")
+    assert text == "fast is 2.00x faster (95% interval 1.97-2.04, 5 processes each)"
+    slower = stats.describe(stats.speedup([5.0, 5.1, 4.9], [10.0, 10.2, 9.9]), "fast")
+    assert slower.startswith("fast is SLOWER: 0.50x (95% interval 0.4")
+    same = stats.describe(stats.speedup([10.0, 10.1, 9.9, 10.0], [10.0, 10.05, 9.95, 10.0]))
+    assert same.startswith("no meaningful difference: 1.00x (95% interval 0.9") and same.endswith("within +-3%")
+    unsure = stats.describe(stats.speedup([10.0, 12.0, 8.0], [10.0, 11.0, 9.0]), "fast")
+    assert unsure.startswith("no significant difference: 1.00x (95% interval 0.")  # no subject: no claim about it
     one = stats.describe(stats.speedup([10.0], [5.0]))
     assert "no interval" in one and "1 process each" in one
+
+
+def test_the_footnote_says_how_every_interval_on_a_page_was_computed():
+    once = stats.footnote(1)
+    assert "Welch t-interval on the logarithms of the per-process median" in once and "Pocock" not in once
+    looked = stats.footnote(8)
+    assert "up to 8 times" in looked and "98.8% (Pocock)" in looked and "within +-3%" in looked
 
 
 def _simulate(true_ratio, between_cv, trials, seed, least=3, most=10):
@@ -107,7 +118,7 @@ def test_more_looks_mean_a_wider_interval_per_look():
     assert 0.985 < stats.sequential_level(8) < stats.sequential_level(10) < 0.99
     once = stats.speedup([10, 11, 10.5], [8, 8.5, 8.2])
     often = stats.speedup([10, 11, 10.5], [8, 8.5, 8.2], looks=8)
-    assert often.low < once.low and often.high > once.high and "sequential" in stats.describe(often)
+    assert often.low < once.low and often.high > once.high and f"{often.level:.1%} (Pocock)" in stats.footnote(8)
 
 
 def test_the_t_interval_covers_where_the_bootstrap_does_not():

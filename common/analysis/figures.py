@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common import env
+from common.analysis import goals, stats
+from common.analysis.results import Speedup
 
 MARK = "cookbook-facts"
 ARCHIVE = "archive/h100-2026-11-22"
@@ -44,7 +46,8 @@ def recipe_facts(comparison) -> dict:
         s = entry.speedup
         if s is not None:
             pairs[pair] = {"ratio": s.ratio, "low": s.low, "high": s.high, "verdict": s.verdict,
-                           "batch_size": v.config.batch_size if v else None}
+                           "processes": s.processes, "floor": s.floor, "batch_size": v.config.batch_size if v else None,
+                           "goal": goals.judge(goals.goal_of(comparison.recipe, pair), entry)}
     return {"kind": "recipe", "recipe": comparison.recipe, "smoke": comparison.smoke, "pairs": pairs,
             **stamp_facts(stamp)}
 
@@ -77,13 +80,18 @@ class Figure:
         return f"{self.device or '?'}, {self.date or '?'}; {what}" + ("; smoke sizes" if self.smoke else "")
 
     def says(self) -> str:
-        """'1.74x on resnet18 (95% CI 1.62-1.85), 0.98x on churn (no meaningful difference)'."""
+        """'resnet18: 1.74x faster (95% interval 1.62-1.85, 5 processes each); churn: no significant ...'
+        in stats.describe's words; an archived figure (no interval) as its ratio alone."""
         parts = []
         for pair, p in self.pairs.items():
-            ci = f"95% CI {p['low']:.2f}-{p['high']:.2f}, " if p.get("low") is not None else ""
-            said = f" ({ci}{p['verdict']})" if p.get("verdict") else ""
-            parts.append(f"{p['ratio']:.2f}x on {pair}{said}")
-        return ", ".join(parts)
+            if p.get("verdict") and p.get("low") is not None:
+                s = Speedup(ratio=p["ratio"], low=p["low"], high=p["high"], method="", verdict=p["verdict"],
+                            processes=p.get("processes") or [], floor=p.get("floor", stats.FLOOR))
+                goal = p.get("goal") if p.get("goal") in ("met", "missed", "undecided") else None
+                parts.append(f"{pair}: {stats.describe(s)}" + (f", goal {goal}" if goal else ""))
+            else:
+                parts.append(f"{pair}: {p['ratio']:.2f}x" + (f" ({p['verdict']})" if p.get("verdict") else ""))
+        return "; ".join(parts)
 
 
 def facts_of(text: str) -> dict | None:

@@ -138,15 +138,37 @@ def decided(s: Speedup) -> bool:
     return s.verdict in ("faster", "slower", "no meaningful difference")
 
 
-def describe(s: Speedup) -> str:
-    """'1.74x (95% CI 1.62-1.85, 5 processes each)' and what it means."""
+def _processes(s: Speedup) -> str:
     n = s.processes
-    procs = (f"{n[0]} process{'es' if n[0] > 1 else ''} each" if n[0] == n[1]
-             else f"{n[0]} slow and {n[1]} fast processes")
+    return (f"{n[0]} process{'es' if n[0] > 1 else ''} each" if n[0] == n[1]
+            else f"{n[0]} slow and {n[1]} fast processes")
+
+
+def describe(s: Speedup, who: str | None = None) -> str:
+    """The plain sentence every page says a speedup with (a report's section opens with it):
+    'fast is 1.15x faster (95% interval 1.01-1.39, 5 processes each)', 'no significant difference:
+    1.03x (95% interval 0.92-1.08, ...)'. `who`: the subject ('fast', a fix); None in a table's cell.
+    How the interval was computed is footnote(s)'s, said once per page."""
     if s.low is None:
-        return f"{s.ratio:.2f}x (no interval: {procs}; at least 2 each are needed)"
-    kind = "95% CI" if s.looks <= 1 else f"95% sequential CI ({s.level:.1%} per look, {s.looks} looks)"
-    text = f"{s.ratio:.2f}x ({kind} {s.low:.2f}-{s.high:.2f}, {procs})"
-    return {"faster": text, "slower": f"{text}: the fast twin is SLOWER",
-            "no meaningful difference": f"no meaningful difference: {text}, inside +-{s.floor:.0%}",
-            "undecided": f"no significant difference: {text}"}[s.verdict]
+        return f"{s.ratio:.2f}x, no interval ({_processes(s)}; at least 2 each are needed)"
+    interval = f"95% interval {s.low:.2f}-{s.high:.2f}" + (f", {_processes(s)}" if s.processes else "")
+    subject = f"{who} is " if who else ""
+    return {"faster": f"{subject}{s.ratio:.2f}x faster ({interval})",
+            "slower": f"{subject}SLOWER: {s.ratio:.2f}x ({interval})",
+            "no meaningful difference": f"no meaningful difference: {s.ratio:.2f}x ({interval}), "
+                                        f"within +-{s.floor:.0%}",
+            "undecided": f"no significant difference: {s.ratio:.2f}x ({interval})"}[s.verdict]
+
+
+def footnote(looks: int = 1, floor: float = FLOOR) -> str:
+    """How every interval on a page was computed, said once: the page's footnote."""
+    level = sequential_level(looks)
+    sequential = ("" if looks <= 1 else
+                  f" The runner looks at the interval after each round, up to {looks} times, and stops once it "
+                  f"decides; each look is therefore taken at {level:.1%} (Pocock), so that all looks together "
+                  f"call a false difference at most 5% of the time.")
+    return (f"The 95% interval is over processes, the unit of replication (steps inside one process are not "
+            f"independent samples): a Welch t-interval on the logarithms of the per-process median step times."
+            f"{sequential} \"Faster\" or \"slower\" only when the interval excludes 1; \"no meaningful "
+            f"difference\" when it lies within +-{floor:.0%}; otherwise \"no significant difference\" (more "
+            f"processes would narrow it).")

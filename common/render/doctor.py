@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from common import env
-from common.analysis import doctor
+from common.analysis import doctor, stats
 from common.analysis.figures import Figure
 from common.analysis.metrics import fmt
 from common.analysis.results import DoctorVerdict, Observation, Trial, Trials, atomic_write_text
@@ -83,18 +83,15 @@ def _settings_rows(obs: Observation) -> list[str]:
 
 
 def speedup_text(t: Trial) -> str:
-    """'1.74x (95% CI 1.62-1.85, 5 processes each)', or '-' where it was not timed."""
-    s = t.speedup
-    if s is None:
-        return "-"
-    n = s.processes[0]
-    return f"{s.ratio:.2f}x " + (f"(95% CI {s.low:.2f}-{s.high:.2f}, {n} processes each)" if s.low is not None
-                                 else f"({n} process{'es' if n > 1 else ''} each, no interval)")
+    """'1.74x faster (95% interval 1.62-1.85, 5 processes each)' (stats.describe), or '-' where it was not timed."""
+    return stats.describe(t.speedup) if t.speedup else "-"
 
 
 def trial_result(t: Trial) -> str:
     """A trial's outcome in one line: its speedup and verdict, or why it has none."""
-    return f"{speedup_text(t)}: {t.verdict}" if t.speedup else f"{t.verdict}: {t.why}"
+    if not t.speedup:
+        return f"{t.verdict}: {t.why}"
+    return speedup_text(t) + (", but parity FAILED" if "parity FAILED" in t.verdict else "")
 
 
 def _memory(t: Trial) -> str:
@@ -111,8 +108,8 @@ def trials_section(tr: Trials, cpu: bool) -> list[str]:
              f"Each fix was applied from outside (the script file is unchanged) and timed against the unchanged "
              f"script in fresh processes, alternating, {tr.rounds} round(s) ({tr.stopped}; budget "
              f"{tr.budget_s:.0f} s, {tr.spent_s:.0f} s spent). Speedup: the median of the per-process medians, "
-             f"with its 95% interval over processes. Parity: the fixed run's losses against the unchanged run's, "
-             f"by the fix's recipe's rule. {tr.noise}.{where}", "",
+             f"with its 95% interval over processes[^interval]. Parity: the fixed run's losses against the "
+             f"unchanged run's, by the fix's recipe's rule. {tr.noise}.{where}", "",
              "| fix | how it was applied | speedup | peak memory | parity | verdict |", "|---|---|---|---|---|---|"]
     for t in tr.rows:
         speed = speedup_text(t)
@@ -180,6 +177,8 @@ def render_markdown(obs: Observation, v: DoctorVerdict, figures: dict[str, Figur
               f"warm-up {t.warmup_s:.2f} s in all",
               "- TensorBoard: `make tensorboard`, then open http://127.0.0.1:6006/#pytorch_profiler",
               "- Perfetto: open https://ui.perfetto.dev and drop the `.pt.trace.json` file on it", ""]
+    if tried and any(t.speedup for t in tried.rows):
+        lines += [f"[^interval]: {stats.footnote(max(t.speedup.looks for t in tried.rows if t.speedup))}", ""]
     return "\n".join(lines)
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import catalog, env
-from common.analysis import goals, metrics
+from common.analysis import goals, metrics, stats
 from common.analysis.results import (
     Comparison,
     LadderSummary,
@@ -172,8 +172,9 @@ def render(reports_dir: Path) -> list[Path]:
     if not table:
         lines += ["No recipe has been run here yet: `make recipes` (or `make recipe-<name>`) fills this page.", ""]
     else:
-        lines += ["| recipe | workload | speedup | memory | mechanism (slow -> fast) | parity | goal (H100) | device | "
-                  "date |", "|---|---|---:|---:|---|---|---|---|---|"]
+        note = "[^interval]" if any(r.speedup for r in table) else ""
+        lines += [f"| recipe | workload | speedup{note} | memory | mechanism (slow -> fast) | parity | goal (H100) "
+                  "| device | date |", "|---|---|---:|---:|---|---|---|---|---|"]
         for r in table:
             device = r.device + (", smoke" if r.smoke else "")
             lines.append(f"| [{r.recipe}]({r.recipe}.md) | {r.workload} | {r.result} | {r.memory} | "
@@ -186,6 +187,9 @@ def render(reports_dir: Path) -> list[Path]:
     lines += _beyond_recipes(reports_dir)
     lines += _sweeps(reports_dir)
     lines += _archives(reports_dir)
+    if any(r.speedup for r in table):
+        looks = max(r.speedup.looks for r in table if r.speedup)
+        lines += [f"[^interval]: {stats.footnote(looks)}", ""]
     written = []
     if any(r.speedup for r in table):
         atomic_write_bytes(reports_dir / "overview.png", _plot(table))

@@ -120,8 +120,8 @@ def render(summary: LadderSummary, reports_dir: Path) -> list[Path]:
     lines += _targets(summary) + [""]
     cols = [metrics.get(k) for k in ("median_ms", "p99_ms", "peak_mb", "syncs_per_step", "kernels_per_step", "tflops",
                                      "mfu")]
-    lines += ["| rung | adds | batch | samples/s (95% CI) | " + " | ".join(m.column() for m in cols)
-              + " | at the roofline | cumulative | incremental (95% CI) | parity |",
+    lines += ["| rung | adds | batch | samples/s (95% interval) | " + " | ".join(m.column() for m in cols)
+              + " | at the roofline | cumulative | incremental (95% interval) | parity |",
               "|---:|---|---:|---:|" + "---:|" * len(cols) + "---:|---:|---:|---|"]
     for r in summary.rungs:
         if r.status != "ok":

@@ -8,7 +8,7 @@ import textwrap
 
 VERDICT_COLORS = {"faster": "#2a7ab9", "slower": "#c0504d", "undecided": "#a0a0a0",
                   "no meaningful difference": "#a0a0a0"}
-VERDICT_LEGEND = {"faster": "faster (95% CI above 1x)", "slower": "slower (95% CI below 1x)",
+VERDICT_LEGEND = {"faster": "faster (interval above 1x)", "slower": "slower (interval below 1x)",
                   "undecided": "no difference shown", "no meaningful difference": "no difference shown"}
 TEXT_COLORS = {"faster": "#1f5f91", "slower": "#a03c39", "undecided": "#404040", "no meaningful difference": "#404040"}
 CLIPPED = "interval runs past the axis"

@@ -66,9 +66,9 @@ def device_label(comparison: Comparison) -> str:
     return env.describe_device(e) if e else "no successful run"
 
 
-def verdict(entry: WorkloadComparison) -> str:
-    """The speedup with its interval, or what the interval allows us to say."""
-    return stats.describe(entry.speedup) if entry.speedup else "no speedup: a variant did not finish"
+def verdict(entry: WorkloadComparison, who: str | None = None) -> str:
+    """The speedup in plain words with its interval (stats.describe), or why there is none."""
+    return stats.describe(entry.speedup, who) if entry.speedup else "no speedup: a variant did not finish"
 
 
 def noisy(v: VariantAggregate) -> bool:
@@ -98,7 +98,7 @@ def terminal_table(comparison: Comparison) -> str:
             lines += [f"{'':18} WARNING: {w}" for w in v.warnings]
         if entry.speedup:
             par = "ok" if entry.parity.ok else "FAILED"
-            lines.append(f"{'':18} -> {verdict(entry)}; parity {par}; {entry.rounds_reason}")
+            lines.append(f"{'':18} -> {verdict(entry, 'fast')}; parity {par}; {entry.rounds_reason}")
     if any_noisy:
         lines.append(NOISY_ADVICE)
     return "\n".join(lines)
@@ -135,8 +135,7 @@ def _figure(comparison: Comparison):
         ax.set_ylim(bottom=0)
         ax.set_title(f"{w}: step time, median per process (dots)", fontsize=9)
         ax.set_ylabel("ms per step")
-        words = verdict(e)
-        ax.set_xlabel(plots.wrap(("faster: " if e.speedup.verdict == "faster" else "") + words, 60), fontsize=8,
+        ax.set_xlabel(plots.wrap(verdict(e, "fast"), 60), fontsize=8,
                       color=plots.TEXT_COLORS.get(e.speedup.verdict, "black"))
         ax = fig.add_subplot(grid[2, i])
         peaks = [v.memory.peak_mb for _, v in _variants(e)]
@@ -165,7 +164,7 @@ def noise_floor(reports_dir: Path, e) -> str | None:
     if not found:
         return None
     a, aa, workload, s = max(found, key=lambda f: f[0].date)
-    interval = f", 95% CI {s.low:.2f}-{s.high:.2f}" if s.low is not None else " (no interval)"
+    interval = f", 95% interval {s.low:.2f}-{s.high:.2f}" if s.low is not None else " (no interval)"
     return (f"{s.ratio:.2f}x{interval}: {aa.recipe}/{workload}'s slow script against itself, {s.processes[0]} "
             f"processes each{' (smoke sizes)' if aa.smoke else ''}, {a.date[:10]}, commit {a.git_commit}")
 
@@ -204,11 +203,24 @@ def _fast_settings(comparison: Comparison, e):
     return [("... in the fast twins", f"{fast.tf32_matmul} / {fast.tf32_cudnn}, {fast.float32_matmul_precision}")]
 
 
-def _headline(entry: WorkloadComparison) -> str:
-    said = verdict(entry)
-    text = {"faster": f"**Speedup: {said}**", "slower": f"**{said}**; the recipe's README says when and why"}.get(
-        entry.speedup.verdict, f"**{said[0].upper() + said[1:]}**")
-    return f"{text} ({entry.rounds_reason})" if entry.rounds_reason else text
+def evidence_keys(slow: VariantAggregate, keys) -> list[str]:
+    """The recipe's own evidence this run has, its point first (memory is said on its own)."""
+    return [k for k in keys if k != "peak_mb" and metrics.get(k).value(slow) is not None]
+
+
+def opening(entry: WorkloadComparison, keys=(), cpu=False) -> str:
+    """A workload section's first sentence: the verdict in plain words, the memory change, the mechanism."""
+    slow, fast = entry.slow, entry.fast
+    said = verdict(entry, "fast")
+    parts = [f"**{said[0].upper() + said[1:]}**[^interval]"
+             + ("; the recipe's README says when and why" if entry.speedup.verdict == "slower" else "")]
+    a, b = slow.memory.peak_mb, fast.memory.peak_mb
+    parts.append(f"peak memory {a:.0f} -> {b:.0f} MB ({(b / a - 1) * 100:+.1f}%)" if a else "peak memory n/a")
+    for key in evidence_keys(slow, keys)[:1]:  # the point of the recipe
+        m = metrics.get(key)
+        change = m.change(slow, fast)
+        parts.append(f"mechanism: {m.title(cpu)} {m.text(slow)} -> {m.text(fast)}" + (f" ({change})" if change else ""))
+    return "; ".join(parts) + "."
 
 
 HOST_BOUND_IDLE = 0.5  # a slow twin whose GPU idles this much of its steps is host-bound ...
@@ -291,7 +303,7 @@ def hta_lines(traces: list[tuple[str, Evidence | None]], cpu: bool):
         flag = (ours is not None and theirs is not None and abs(ours - theirs) > HTA_DISAGREE)
         out.append(f"- HolisticTraceAnalysis ({name}): GPU idle {fmt(theirs, '.1%')} (ours {fmt(ours, '.1%')})"
                    + (f" - **they disagree by {abs(ours - theirs) * 100:.0f} points**: "
-                      "see the README's 'Measurement integrity'" if flag else "")
+                      "see docs/measurement.md, 'Measurement integrity'" if flag else "")
                    + f"; host blocked on a full launch queue {fmt(h.blocked_on_full_queue_ms_per_step, '.3f')} "
                      f"ms/step; kernel launches per step {fmt(h.launches_per_step, '.0f')}"
                    + (f"; note: {h.note}" if h.note else ""))
@@ -337,16 +349,15 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     cfg = slow.config
     cpu = slow.env.device_type != "cuda"
     size = f", {cfg.image_size} px crops" if cfg.image_size else ""
+    out += [opening(entry, keys, cpu), ""]
     out += _host_bound(recipe, entry)
     goal = goals.line(recipe, workload, entry)
     out += [f"- {goal}"] if goal else []
-    out += [f"- {_headline(entry)}", f"- Memory: {fast.memory.peak_mb:.0f} MB vs {slow.memory.peak_mb:.0f} MB "
-            f"({(fast.memory.peak_mb / slow.memory.peak_mb - 1) * 100:+.1f}%)" if slow.memory.peak_mb
-            else "- Memory: n/a"]
-    for key in (k for k in keys if metrics.get(k).value(slow) is not None):  # the point of the recipe, first
+    out += [f"- Processes: {entry.rounds_reason}"] if entry.rounds_reason else []
+    for key in evidence_keys(slow, keys)[1:]:
         m = metrics.get(key)
         change = m.change(slow, fast)
-        out.append(f"- **Mechanism: {m.title(cpu)}**: {m.text(slow)} (slow) -> {m.text(fast)} (fast)"
+        out.append(f"- Mechanism: {m.title(cpu)}: {m.text(slow)} (slow) -> {m.text(fast)} (fast)"
                    + (f", {change}" if change else ""))
     out += ["", f"Data: **{src.kind}**{' - ' + src.note if src.note else ''}. "
                 f"Batch {cfg.batch_size}{size}; {slow.pooled.n} and {fast.pooled.n} timed steps over "
@@ -453,16 +464,17 @@ def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
     lines = [f"# {comparison.title} (`{recipe}`)", "",
              f"Generated by `make recipe-{recipe}`; every number below comes from that run's result files "
              f"(`reports/results/{recipe}/`). Device: **{device_label(comparison)}**.", ""]
-    lines += _env_table(comparison, reports_dir) + ["", f"![step time per process and memory]({recipe}.png)", ""]
-    lines += ["How to read it: each variant ran in several processes; its figure is the median of the per-process "
-              "median step times, and the speedup's 95% interval is over processes (steps inside one process are not "
-              "independent samples). \"Faster\" or \"slower\" is said only when the interval excludes 1. Parity: both "
-              "twins start from the same weights and see the same batches; each workload's rule is stated with its "
-              "result. Timing: CUDA events (CPU: perf_counter) around each step, read after the loop; warm-up "
-              "excluded and shown on its own.", ""]
+    lines += [f"![step time per process and memory]({recipe}.png)", ""]
+    lines += ["How to read it: each workload's section opens with the verdict, the memory change and the mechanism; "
+              "below them, the evidence. Each variant ran in several processes; its figure is the median of the "
+              "per-process median step times. Parity: both twins start from the same weights and see the same "
+              "batches; each workload's rule is stated with its result. Timing: CUDA events (CPU: perf_counter) "
+              "around each step, read after the loop; warm-up excluded and shown on its own. Where and how it ran: "
+              "the table at the end.", ""]
     for workload, entry in comparison.workloads.items():
         lines += _workload_section(recipe, workload, entry, reports_dir, comparison.evidence_keys)
     lines += _budget_lines(comparison.budget)
+    lines += ["## Where and how it ran", ""] + _env_table(comparison, reports_dir) + [""]
     if comparison.failures:
         lines += ["## Failed runs", ""]
         for f in comparison.failures:
@@ -476,6 +488,9 @@ def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
               "- Perfetto: open https://ui.perfetto.dev and drop a `.pt.trace.json` file on it",
               f"- Nsight Systems (NVTX ranges per step and phase): `make nsys-{recipe}` where `nsys` is installed", "",
               figures.comment(figures.recipe_facts(comparison)), ""]  # what other pages quote (the doctor)
+    looks = max((e.speedup.looks for e in comparison.workloads.values() if e.speedup), default=0)
+    if looks:
+        lines += [f"[^interval]: {stats.footnote(looks, comparison.rounds.floor or stats.FLOOR)}", ""]
     return "\n".join(lines)
 
 

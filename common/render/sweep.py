@@ -31,7 +31,7 @@ def _figure(r: SweepResult):
                c=[plots.VERDICT_COLORS.get(p.speedup.verdict, "#a0a0a0") for p in shown])
     plots.knob_axis(ax, [p.value for p in r.points], "x")
     ax.set_xlabel(r.knob)
-    ax.set_ylabel("speedup of the fast twin (95% CI over processes)", fontsize=9)
+    ax.set_ylabel("speedup of the fast twin (95% interval over processes)", fontsize=9)
     ax.set_title(plots.wrap(f"regime: {r.crossover}", 70), fontsize=9)
     ax.legend(handles=plots.verdict_handles([p.speedup.verdict for p in shown], clipped), fontsize=8)
     for name, color in (("slow", "#8c8c8c"), ("fast", "#2a7ab9")):
@@ -61,8 +61,8 @@ def render(r: SweepResult, reports_dir: Path) -> list[Path]:
              + f"; {r.rounds} round(s) per point, slow and fast alternating, each run in its own process. Every "
                "number below comes from that run.", "",
              f"**Regime: {r.crossover}.**", "", f"![speedup and memory against {r.knob}](sweep_{r.recipe}.png)", "",
-             f"| {r.knob} | slow median ms | fast median ms | speedup (95% CI over processes) | verdict | slow peak MB "
-             "| fast peak MB | parity |", "|---:|---:|---:|---|---|---:|---:|---|"]
+             f"| {r.knob} | slow median ms | fast median ms | speedup (95% interval over processes) | verdict "
+             "| slow peak MB | fast peak MB | parity |", "|---:|---:|---:|---|---|---:|---:|---|"]
     for p in r.points:
         cell = lambda v: ("out of memory" if v.status == "oom" else f"{v.median_ms:.3f}") if v else "failed"  # noqa: E731
         mem = lambda v: f"{v.memory.peak_mb:.0f}" if v and v.status == "ok" else ""  # noqa: E731

@@ -208,7 +208,7 @@ def run_workload(plan: Plan, workload, counter: launch.Counter) -> tuple[dict, l
             return None
         s = stats.speedup([r.timing.summary.median_ms for r in done.runs["slow"]],
                           [r.timing.summary.median_ms for r in done.runs["fast"]], looks=plan.rounds.looks)
-        print(f"    after {round_no} rounds: {stats.describe(s)}", flush=True)
+        print(f"    after {round_no} rounds: {stats.describe(s, 'fast')}", flush=True)
         if stats.decided(s):
             return f"{round_no} rounds: the 95% interval decided ({s.verdict})"
         if round_no == plan.rounds.most:
@@ -303,7 +303,7 @@ def search_budget(plan: Plan, counter: launch.Counter | None = None) -> MemoryBu
 
 
 AA_VERDICT = {"faster": "called FASTER than itself", "slower": "called SLOWER than itself",
-              "no meaningful difference": f"no meaningful difference (inside +-{stats.FLOOR:.0%})",
+              "no meaningful difference": f"no meaningful difference (within +-{stats.FLOOR:.0%})",
               "undecided": "no significant difference"}
 
 
@@ -315,14 +315,14 @@ def aa_verdicts(plan: Plan, comparison: Comparison) -> list[str]:
         if s is None:
             continue
         n = s.processes[0] if s.processes[0] == s.processes[1] else "/".join(map(str, s.processes))
-        interval = (f", {s.low:.2f}-{s.high:.2f} ({s.level * 100:.3g}% CI, {n} processes each)" if s.low is not None
+        interval = (f", {s.low:.2f}-{s.high:.2f} (95% interval, {n} processes each)" if s.low is not None
                     else f" (no interval: {n} process each)")
         parity_word = "parity ok" if entry.parity and entry.parity.ok else "parity FAILED"
         print(f"A/A: {s.ratio:.2f}x{interval}: {AA_VERDICT[s.verdict]}; {parity_word} "
               f"({plan.recipe}/{workload}'s slow script against itself)", flush=True)
         if s.verdict in ("faster", "slower"):
             reasons.append(f"A/A FAILED for {plan.recipe}/{workload}: one program was called {s.verdict} than "
-                           f"itself ({stats.describe(s)})")
+                           f"itself ({stats.describe(s, 'A')})")
             print(reasons[-1], file=sys.stderr)
     return reasons
 

@@ -143,7 +143,7 @@ def run_sweep(argv) -> tuple[SweepResult, Path]:
             checked = parity(runs["slow"][0], runs["fast"][0], rule)
             point.parity_ok = checked.ok
             point.parity_failure = "" if checked.ok else parity_failure(checked)
-            print(f"    {spec['knob']} {value}: {stats.describe(point.speedup)}", flush=True)
+            print(f"    {spec['knob']} {value}: {stats.describe(point.speedup, 'fast')}", flush=True)
         points.append(point)
     result = SweepResult(recipe=recipe, title=settings.TITLE, pair=pair, knob=spec["knob"], flag=spec["flag"],
                          mode=plan.mode, rounds=rounds, points=points,

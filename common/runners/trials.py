@@ -245,9 +245,7 @@ def headline(rows: list[Trial], cpu: bool) -> str:
     if not won:
         return f"Measured on your script: no fix tried was faster{where}"
     best = max(won, key=lambda t: t.speedup.ratio)
-    s = best.speedup
-    return (f"Measured on your script: {best.label or ' + '.join(best.fixes)} {s.ratio:.2f}x (95% CI "
-            f"{s.low:.2f}-{s.high:.2f}, {s.processes[0]} processes each){where}")
+    return f"Measured on your script: {best.label or ' + '.join(best.fixes)} {stats.describe(best.speedup)}{where}"
 
 
 def run(obs: Observation, names: list[str] | None, plan: Plan, test_fixes: bool = False) -> Trials:

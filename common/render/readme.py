@@ -1,0 +1,72 @@
+"""The README's recipe table, its last column from the committed reports: `make readme`.
+
+    python -m common.render.readme            # rewrite README.md's column "this version on a GPU"
+    python -m common.render.readme --check    # exit 1, saying which rows differ, where it is stale
+
+A cell holds what the recipe's report (reports/<recipe>.md, through its facts line) says of each
+pair, in stats.describe's words, with the goal met, missed or undecided and a link to the report.
+Only a full-size GPU run of this version fills it: a CPU or smoke report, or the archive, leaves
+"not measured yet" (a data-parallel recipe: "needs 2+ GPUs"). tests/test_docs.py runs the check.
+"""
+import re
+import sys
+from pathlib import Path
+
+from common import catalog
+from common.analysis import figures
+from common.analysis.results import atomic_write_text
+from common.env import REPO_ROOT
+from common.errors import CookbookError, exit_with
+
+README = REPO_ROOT / "README.md"
+ROW = re.compile(r"^\| \[`(?P<recipe>[a-z0-9_]+)`\]\(recipes/(?P=recipe)/README\.md\) \|")
+
+
+def cell(recipe: str, figure: figures.Figure | None) -> str:
+    """What the README says a recipe measured on a GPU."""
+    if figure is None or not figure.pairs or figure.device_type != "cuda" or figure.smoke or figure.older_version:
+        return "needs 2+ GPUs" if getattr(catalog.settings(recipe), "DISTRIBUTED", False) else "not measured yet"
+    return f"[{figure.says()}](reports/{figure.source}) ({figure.device}, {figure.date})"
+
+
+def rewrite(text: str, found: dict[str, figures.Figure]) -> str:
+    """The README with each recipe row's last cell replaced by cell()."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        row = ROW.match(line)
+        if row and row["recipe"] in catalog.available():
+            head, _, _ = line.rstrip("\n").rstrip().rstrip("|").rstrip().rpartition(" | ")
+            line = f"{head} | {cell(row['recipe'], found.get(row['recipe']))} |\n"
+        out.append(line)
+    return "".join(out)
+
+
+def stale(readme: Path = README, reports_dir: Path = REPO_ROOT / "reports") -> list[str]:
+    """The recipes whose README cell differs from what their reports say."""
+    text = readme.read_text()
+    fresh = rewrite(text, figures.read(reports_dir, catalog.available()))
+    return [ROW.match(a)["recipe"] for a, b in zip(text.splitlines(), fresh.splitlines()) if a != b]
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if argv not in ([], ["--check"]):
+            raise CookbookError("usage: python -m common.render.readme [--check]")
+        changed = stale()
+        if argv == ["--check"]:
+            if changed:
+                print(f"README.md's GPU column is stale for: {', '.join(changed)} (make readme rewrites it)")
+                return 1
+            return 0
+        if changed:
+            atomic_write_text(README, rewrite(README.read_text(), figures.read(REPO_ROOT / "reports",
+                                                                             catalog.available())))
+        print(f"README.md: {len(changed)} row(s) rewritten" + (f" ({', '.join(changed)})" if changed else ""))
+        return 0
+    except CookbookError as e:
+        exit_with(e, "common.render.readme")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
