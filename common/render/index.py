@@ -21,7 +21,7 @@ from common.analysis.results import (
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
 from common.render import plots
-from common.render.report import verdict
+from common.render.report import evidence_keys, verdict
 
 HEADER = """# Reports
 
@@ -87,7 +87,7 @@ def rows(comparisons: dict) -> list[Row]:
                 row.parity = "ok" if entry.parity.ok else "FAILED"
                 a, b = slow.memory.peak_mb, fast.memory.peak_mb
                 row.memory = f"{(b / a - 1) * 100:+.0f}%" if a else "n/a"
-                key = next((k for k in c.evidence_keys if metrics.get(k).value(slow) is not None), None)
+                key = next(iter(evidence_keys(slow, c.evidence_keys)), None)  # memory has its own column
                 if key:
                     m = metrics.get(key)
                     row.mechanism = f"{m.title(slow.env.device_type != 'cuda')}: {m.text(slow)} -> {m.text(fast)}"
