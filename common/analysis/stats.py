@@ -138,6 +138,11 @@ def decided(s: Speedup) -> bool:
     return s.verdict in ("faster", "slower", "no meaningful difference")
 
 
+# a verdict as a page says it: "undecided" is what the reader sees as "no significant difference"
+WORDS = {"faster": "faster", "slower": "slower", "no meaningful difference": "no meaningful difference",
+         "undecided": "no significant difference"}
+
+
 def _processes(s: Speedup) -> str:
     n = s.processes
     return (f"{n[0]} process{'es' if n[0] > 1 else ''} each" if n[0] == n[1]
@@ -157,7 +162,7 @@ def describe(s: Speedup, who: str | None = None) -> str:
             "slower": f"{subject}SLOWER: {s.ratio:.2f}x ({interval})",
             "no meaningful difference": f"no meaningful difference: {s.ratio:.2f}x ({interval}), "
                                         f"within +-{s.floor:.0%}",
-            "undecided": f"no significant difference: {s.ratio:.2f}x ({interval})"}[s.verdict]
+            "undecided": f"{WORDS['undecided']}: {s.ratio:.2f}x ({interval})"}[s.verdict]
 
 
 def footnote(looks: int = 1, floor: float = FLOOR) -> str:

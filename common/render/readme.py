@@ -41,11 +41,16 @@ def rewrite(text: str, found: dict[str, figures.Figure]) -> str:
     return "".join(out)
 
 
-def stale(readme: Path = README, reports_dir: Path = REPO_ROOT / "reports") -> list[str]:
-    """The recipes whose README cell differs from what their reports say."""
+def refreshed(readme: Path = README, reports_dir: Path = REPO_ROOT / "reports") -> tuple[str, list[str]]:
+    """The README as its reports say it, and the recipes whose cell that changes."""
     text = readme.read_text()
     fresh = rewrite(text, figures.read(reports_dir, catalog.available()))
-    return [ROW.match(a)["recipe"] for a, b in zip(text.splitlines(), fresh.splitlines()) if a != b]
+    return fresh, [ROW.match(a)["recipe"] for a, b in zip(text.splitlines(), fresh.splitlines()) if a != b]
+
+
+def stale(readme: Path = README, reports_dir: Path = REPO_ROOT / "reports") -> list[str]:
+    """The recipes whose README cell differs from what their reports say."""
+    return refreshed(readme, reports_dir)[1]
 
 
 def main(argv=None) -> int:
@@ -53,15 +58,14 @@ def main(argv=None) -> int:
     try:
         if argv not in ([], ["--check"]):
             raise CookbookError("usage: python -m common.render.readme [--check]")
-        changed = stale()
+        fresh, changed = refreshed()
         if argv == ["--check"]:
             if changed:
                 print(f"README.md's GPU column is stale for: {', '.join(changed)} (make readme rewrites it)")
                 return 1
             return 0
         if changed:
-            atomic_write_text(README, rewrite(README.read_text(), figures.read(REPO_ROOT / "reports",
-                                                                             catalog.available())))
+            atomic_write_text(README, fresh)
         print(f"README.md: {len(changed)} row(s) rewritten" + (f" ({', '.join(changed)})" if changed else ""))
         return 0
     except CookbookError as e:

@@ -304,7 +304,7 @@ def search_budget(plan: Plan, counter: launch.Counter | None = None) -> MemoryBu
 
 AA_VERDICT = {"faster": "called FASTER than itself", "slower": "called SLOWER than itself",
               "no meaningful difference": f"no meaningful difference (within +-{stats.FLOOR:.0%})",
-              "undecided": "no significant difference"}
+              "undecided": stats.WORDS["undecided"]}
 
 
 def aa_verdicts(plan: Plan, comparison: Comparison) -> list[str]:

@@ -198,8 +198,7 @@ def row(plan: Plan, done: launch.Rounds, arm, fix: Fix | None, rule: dict, noisy
         trial.label = " + ".join([f"{fixed.loaders[0].num_workers} loader workers", *others])
     s = _speedup(done, arm, MAX_ROUNDS - MIN_ROUNDS + 1)
     trial.speedup = s
-    trial.verdict = {"faster": "faster", "slower": "slower", "no meaningful difference": "no meaningful difference",
-                     "undecided": "no significant difference"}[s.verdict]
+    trial.verdict = stats.WORDS[s.verdict]
     n = len(done.runs[arm])
     before, after = aggregate(done.runs[()][:n]), aggregate(done.runs[arm])
     trial.memory_kind, trial.memory_before_mb, trial.memory_after_mb = (after.memory.kind, before.memory.peak_mb,
