@@ -52,6 +52,12 @@ def settings(recipe: str):
     return importlib.import_module(f"recipes.{recipe}")
 
 
+def not_applicable(recipe: str, profile) -> str | None:
+    """Why the recipe's technique does not exist on this device (its settings' NEEDS against the
+    device profile, common.analysis.device), or None."""
+    return profile.not_applicable(getattr(settings(recipe), "NEEDS", ()))
+
+
 def parity_rule(recipe: str, pair: str) -> dict:
     """The recipe's PARITY rule for one pair: PARITY["workloads"][pair] overrides its keys."""
     rule = dict(settings(recipe).PARITY)

@@ -1,6 +1,7 @@
 """Where this runs, without torch: the repository, its commit, the results and data folders, the cores."""
 import datetime as dt
 import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,8 @@ KERNEL_STEP_ENV = "COOKBOOK_KERNEL_STEP"  # the timed step make ncu-<recipe> pro
 # plays both roles); fault injection (common.measure.faults) reads it
 RUN_ENV = "COOKBOOK_RUN"
 FAULT_ENV = "COOKBOOK_FAULT"  # faults planted for the tests (common.measure.faults)
+# a simulated GPU's profile in place of this device's (common.measure.device): T4, P100, A100, H100
+DEVICE_PROFILE_ENV = "COOKBOOK_DEVICE_PROFILE"
 ZYGOTE_ENV = "COOKBOOK_ZYGOTE"  # the test suite's zygote socket: children forked warm (common.measure.zygote)
 
 
@@ -53,6 +56,16 @@ def git_commit() -> str:
     if _git("status", "--porcelain", "--untracked-files=no"):
         commit += "-dirty"
     return commit
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def cpu_set() -> list[int]:

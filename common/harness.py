@@ -38,6 +38,7 @@ from common.analysis.results import (
     write_result,
 )
 from common.errors import EXIT_OOM
+from common.measure import device as device_profile
 from common.measure import faults, memory, stages, stamp, trainstate
 from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
@@ -117,6 +118,7 @@ class Run:
 
             self.device, joined = distributed.init(self.device)
             self.notices += joined
+        self.profile = device_profile.profile(self.device)  # what the device can do: AMP's dtype, TF32...
         self.config = resolve_config(args, workload, "smoke" if args.smoke else self.device.type, overrides, self.pair)
         name = f"{self.pair}_{variant}"
         self.out = Path(args.out or env.REPO_ROOT / "reports" / "results" / recipe / f"{name}.json")

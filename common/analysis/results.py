@@ -18,6 +18,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.analysis.device import DeviceProfile
 from common.errors import CookbookError
 
 SCHEMA_VERSION = 3  # 1: plain dicts; 2: never released; 3: these dataclasses, statistics over processes
@@ -205,6 +206,7 @@ class Stamp(Record):
     torch_threads: int
     date: str
     git_commit: str
+    profile: DeviceProfile | None = optional()  # what the device can do (common.analysis.device)
 
 
 @dataclass
@@ -611,6 +613,9 @@ class Comparison(Record):
     rounds: ComparisonRounds = field(default_factory=ComparisonRounds)
     budget: MemoryBudget | None = None
     aa: bool = False  # an A/A: the pair's slow script in both roles (compare --aa), the noise floor
+    # the device lacks what the technique needs: nothing was timed ("not applicable on Tesla T4 (sm_75): no TF32")
+    not_applicable: str | None = optional()
+    profile: DeviceProfile | None = optional()
 
 
 @dataclass
@@ -670,6 +675,7 @@ class SweepResult(Record):
     command: str
     points: list[Point]
     crossover: str = ""
+    not_applicable: str | None = optional()  # the device lacks what the technique needs: no point was timed
 
 
 # --- a diagnosis ------------------------------------------------------------------------------

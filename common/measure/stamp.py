@@ -2,22 +2,13 @@
 import datetime as dt
 import os
 import platform
-from pathlib import Path
 
 import torch
 
 from common import env
 from common.analysis.results import Stamp
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from common.measure import device as device_profile
+from common.measure import tf32
 
 
 def _driver_version() -> str | None:
@@ -53,18 +44,19 @@ def take(device: torch.device) -> Stamp:
         "driver": _driver_version() if cuda else None,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        # defaults that change what "fp32" means on Ampere and newer
-        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        # what "fp32" means on Ampere and newer, read so that a script using either API cannot make it raise
+        "tf32_matmul": tf32.state()[0],
+        "tf32_cudnn": tf32.state()[1],
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "float32_matmul_precision": tf32.float32_matmul_precision(),
         "torch": torch.__version__,
         "torchvision": _torchvision_version(),
         "python": platform.python_version(),
-        "cpu": _cpu_model(),
+        "cpu": env.cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpu_set": env.cpu_set(),
         "torch_threads": torch.get_num_threads(),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": env.git_commit(),
+        "profile": device_profile.profile(device),
     })

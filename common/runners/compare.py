@@ -26,6 +26,7 @@ from pathlib import Path
 from common import catalog, env
 from common.analysis import stats
 from common.analysis.aggregate import aggregate, parity, parity_failure
+from common.analysis.device import DeviceProfile
 from common.analysis.results import (
     Comparison,
     ComparisonRounds,
@@ -115,6 +116,8 @@ class Plan:
     budget_gb: float = budget.DEFAULT_GB
     budget_spec: dict | None = None  # the recipe's BUDGET setting, if it searches batch sizes under a budget
     aa: bool = False  # --aa: the slow script in both roles
+    profile: DeviceProfile | None = None  # what the children's device can do
+    not_applicable: str | None = None  # why the technique does not exist on it: nothing is timed
 
     def rule_for(self, workload: str) -> dict:
         rule = catalog.parity_rule(self.recipe, workload)
@@ -137,6 +140,7 @@ def make_plan(argv) -> Plan:
     recipe = catalog.check(args.recipe)
     settings = catalog.settings(recipe)
     cuda = launch.use_cuda(args.device)
+    profile = launch.device_profile(cuda)
     workloads = catalog.workloads(recipe)
     if args.workloads is not None:
         wanted = list(dict.fromkeys(w.strip() for w in args.workloads.split(",") if w.strip()))
@@ -183,7 +187,7 @@ def make_plan(argv) -> Plan:
                 traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke,
                 command="python -m common.runners.compare " + " ".join(argv),
                 budget_spec=None if args.aa else getattr(settings, "BUDGET", None), budget_gb=args.memory_budget_gb,
-                nproc=nproc, aa=args.aa)
+                nproc=nproc, aa=args.aa, profile=profile, not_applicable=catalog.not_applicable(recipe, profile))
 
 
 def run_variant(plan: Plan, workload, variant, round_no) -> launch.Outcome:
@@ -361,9 +365,29 @@ def finish(plan: Plan, comparison: Comparison) -> int:
     return 1 if reasons else 0
 
 
+def not_applicable(plan: Plan) -> int:
+    """The technique does not exist on this device: said in the report and on the terminal, not timed."""
+    comparison = Comparison(recipe=plan.recipe, title=plan.title, evidence_keys=list(plan.evidence), smoke=plan.smoke,
+                            device="cuda" if plan.cuda else "cpu", command=plan.command, aa=plan.aa,
+                            results_dir=str(plan.results_dir), workloads={}, failures=[],
+                            not_applicable=plan.not_applicable, profile=plan.profile)
+    print(f"{plan.recipe}: {plan.not_applicable}; nothing timed", flush=True)
+    write_result(plan.results_dir / "comparison.json", comparison)
+    if not plan.aa:
+        from common.render import report
+
+        with file_lock(plan.recipe_results / ".render.lock"):
+            written = report.render(comparison, plan.reports_dir)
+            write_result(plan.recipe_results / "comparison.json", comparison)
+        print("report: " + ", ".join(str(p) for p in written), flush=True)
+    return 0
+
+
 def compare(argv=None) -> int:
     plan = make_plan(sys.argv[1:] if argv is None else list(argv))
     launch.make_folder(plan.results_dir, plan.reports_dir)  # every input has passed: now the first write
+    if plan.not_applicable:
+        return not_applicable(plan)
     with file_lock(plan.recipe_results / ".running.lock", blocking=False) as alone:
         if not alone:
             print(f"warning: another {plan.recipe} comparison is running: the two disturb each other's timings "

@@ -24,6 +24,8 @@ from functools import cache
 from pathlib import Path
 
 from common import env
+from common.analysis import device as device_rules
+from common.analysis.device import DeviceProfile
 from common.analysis.results import Failure, RunResult, read_result
 from common.cli import positive_int
 from common.errors import EXIT_OOM, CookbookError
@@ -99,6 +101,24 @@ def use_cuda(device: str) -> bool:
     if device == "cuda" and not cuda_available():
         raise CookbookError("--device cuda: CUDA is not available here; use --device cpu or --device auto")
     return cuda_available()
+
+
+@cache
+def device_profile(cuda: bool) -> DeviceProfile:
+    """What the children's device can do: a simulated profile (env.DEVICE_PROFILE_ENV) or a CPU's
+    without torch; a GPU's from a child process (the runner holds no CUDA context)."""
+    name = os.environ.get(env.DEVICE_PROFILE_ENV)
+    if name:
+        return device_rules.simulated(name)
+    if not cuda:
+        return device_rules.cpu(env.cpu_model())
+    out = subprocess.run([sys.executable, "-m", "common.measure.device", "--device", "cuda"], cwd=env.REPO_ROOT,
+                         capture_output=True, text=True)
+    try:
+        return DeviceProfile.from_json(json.loads(out.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError, TypeError):
+        raise CookbookError("could not read this GPU's profile (python -m common.measure.device --device cuda): "
+                            + (out.stderr.strip().splitlines() or ["no output"])[-1]) from None
 
 
 def ensure_ceiling(cuda: bool) -> None:

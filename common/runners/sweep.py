@@ -61,6 +61,7 @@ class SweepPlan:
     out_dir: Path
     flags: list[str]
     reports_dir: Path
+    not_applicable: str | None = None  # the device lacks what the technique needs (catalog.not_applicable)
 
 
 def knob_values(text: str | None, spec: dict, mode: str, recipe: str) -> list[int]:
@@ -106,7 +107,8 @@ def make_plan(argv) -> SweepPlan:
     out_dir = launch.output_folder(args.reports_dir, "sweep", recipe)  # checked; created when the sweep starts
     flags = ["--device", args.device, "--profile-steps", "0"] + (["--smoke"] if args.smoke else [])
     return SweepPlan(recipe=recipe, spec=spec, cuda=cuda, mode=mode, values=values, rounds=rounds, cpus=cpus,
-                     out_dir=out_dir, flags=flags + data + args.script_args, reports_dir=Path(args.reports_dir))
+                     out_dir=out_dir, flags=flags + data + args.script_args, reports_dir=Path(args.reports_dir),
+                     not_applicable=catalog.not_applicable(recipe, launch.device_profile(cuda)))
 
 
 def run_sweep(argv) -> tuple[SweepResult, Path]:
@@ -116,6 +118,14 @@ def run_sweep(argv) -> tuple[SweepResult, Path]:
     pair = spec["pair"]
     settings = catalog.settings(recipe)
     rule = catalog.parity_rule(recipe, pair)
+    command = "make sweep-" + recipe if not argv[1:] else "python -m common.runners.sweep " + " ".join(argv)
+    if plan.not_applicable:
+        print(f"sweep {recipe}: {plan.not_applicable}; nothing timed", flush=True)
+        result = SweepResult(recipe=recipe, title=settings.TITLE, pair=pair, knob=spec["knob"], flag=spec["flag"],
+                             mode=plan.mode, rounds=rounds, points=[], command=command,
+                             crossover=plan.not_applicable, not_applicable=plan.not_applicable)
+        write_result(out_dir / "sweep.json", result)
+        return result, plan.reports_dir
     launch.ensure_ceiling(plan.cuda)
     total = len(values) * rounds * 2
     counter = launch.Counter({value: (rounds * 2,) * 2 for value in values})
@@ -146,9 +156,7 @@ def run_sweep(argv) -> tuple[SweepResult, Path]:
             print(f"    {spec['knob']} {value}: {stats.describe(point.speedup, 'fast')}", flush=True)
         points.append(point)
     result = SweepResult(recipe=recipe, title=settings.TITLE, pair=pair, knob=spec["knob"], flag=spec["flag"],
-                         mode=plan.mode, rounds=rounds, points=points,
-                         command="make sweep-" + recipe if not argv[1:]
-                         else "python -m common.runners.sweep " + " ".join(argv))
+                         mode=plan.mode, rounds=rounds, points=points, command=command)
     result.crossover = crossover(points, spec["knob"])
     write_result(out_dir / "sweep.json", result)
     write_result(plan.reports_dir / "results" / "sweep" / recipe / "sweep.json", result)  # the latest

@@ -14,8 +14,8 @@ model = models.ChurnMLP(features.shape[1]).to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 criterion = torch.nn.BCELoss()
 batches = data.device_batches(run, features, targets)
-# bf16 keeps fp32's range, so it needs no loss scaling; fp16 (GPUs without bf16) needs GradScaler
-amp_dtype = torch.bfloat16 if run.device.type == "cpu" or torch.cuda.is_bf16_supported() else torch.float16
+# bf16 where the GPU has it (sm_80+, and a CPU); fp16 below, which needs loss scaling (a T4)
+amp_dtype = getattr(torch, run.profile.amp_dtype)  # from the compute capability, not torch's emulation
 scaler = torch.amp.GradScaler(run.device.type, enabled=amp_dtype == torch.float16)  # no-op for bf16
 
 for x, y in run.loop(batches):

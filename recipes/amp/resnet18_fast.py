@@ -14,8 +14,8 @@ model = models.resnet18().to(run.device, memory_format=torch.channels_last)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
 batches = data.cifar10_train_batches(run, channels_last=True)
-# bf16 keeps fp32's range, so it needs no loss scaling; fp16 (GPUs without bf16) needs GradScaler
-amp_dtype = torch.bfloat16 if run.device.type == "cpu" or torch.cuda.is_bf16_supported() else torch.float16
+# bf16 where the GPU has it (sm_80+, and a CPU); fp16 below, which needs loss scaling (a T4)
+amp_dtype = getattr(torch, run.profile.amp_dtype)  # from the compute capability, not torch's emulation
 scaler = torch.amp.GradScaler(run.device.type, enabled=amp_dtype == torch.float16)  # no-op for bf16
 
 for images, labels in run.loop(batches):

@@ -1,6 +1,7 @@
 """torch.compile: the graph captured once, ops fused into generated kernels, launches cut."""
 
 TITLE = "torch.compile"
+NEEDS = ("inductor",)  # Triton on CUDA (sm_70+); the C++ backend on a CPU (common.analysis.device)
 # Training: inductor fuses and reorders reductions, so the twins round differently and drift slowly
 # (ResNet-18's BatchNorm amplifies it); a broken graph shows in the first steps at once. The early
 # tolerance holds at batch 16 and widens as 1/sqrt(batch) below it (aggregate.early_tolerance): over

@@ -2,11 +2,13 @@
 
 On Ampere and newer GPUs, "fp32" is not one thing: TF32 tensor cores keep fp32's range with a
 10-bit mantissa. PyTorch's default is TF32 for cuDNN convolutions and strict fp32 for matmuls
-(`torch.backends.cudnn.allow_tf32`, `torch.backends.cuda.matmul.allow_tf32`,
-`torch.set_float32_matmul_precision`); the stamp of every result records both.
+(`torch.backends.cuda.matmul.fp32_precision`, `torch.backends.cudnn.conv.fp32_precision`, torch
+2.9's API; the legacy `allow_tf32` flags and `torch.set_float32_matmul_precision` before it); the
+stamp of every result records both. TF32 needs sm_80: elsewhere the recipe is "not applicable".
 """
 
 TITLE = "fp32 precision: strict fp32 vs TF32"
+NEEDS = ("tf32",)  # what the device must have (common.analysis.device), else not applicable
 # TF32 rounds every product's inputs to 10 mantissa bits: the losses drift apart slowly, within
 # the tolerance of 16-bit AMP (whose mantissa is shorter still).
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.03, "at_batch": 16, "window": 10, "rtol": 0.05}

@@ -8,8 +8,8 @@ import torch
 from common import data, harness, models
 
 run = harness.start(__file__, __doc__)
-torch.backends.cuda.matmul.allow_tf32 = False  # strict fp32 matmuls (PyTorch's default)
-torch.backends.cudnn.allow_tf32 = False  # strict fp32 convolutions (cuDNN's default is TF32)
+torch.backends.cuda.matmul.fp32_precision = "ieee"  # strict fp32 matmuls (PyTorch's default)
+torch.backends.cudnn.conv.fp32_precision = "ieee"  # strict fp32 convolutions (cuDNN's default is TF32)
 model = models.resnet18().to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
