@@ -12,3 +12,4 @@ def exit_with(err: CookbookError, prog: str = "cookbook") -> None:
 
 
 EXIT_OOM = 3  # a harness script that ran out of memory exits with this: a result, not a crash
+EXIT_COOKBOOK_FAULT = 4  # the doctor's own code failed inside a user's script: the cookbook's bug, not theirs

@@ -34,8 +34,24 @@ def cached(stamp: Stamp, cpu: bool = False) -> Ceilings | None:
     return Ceilings.from_json(found) if found else None
 
 
-def mfu(tflops: float | None, ceilings: Ceilings | None) -> float | None:
-    """Achieved TFLOP/s over the measured bf16 matmul ceiling."""
-    if tflops is None or ceilings is None or not ceilings.bf16_tflops:
+def peak_tflops(ceilings: Ceilings | None, dtype: str, tf32: bool = False) -> float | None:
+    """The measured matmul ceiling for math in `dtype` ("float32" on the TF32 tensor cores when `tf32`).
+    A dtype this device has no native ceiling for falls to the one it really runs at: bf16 emulated
+    on a T4 runs no faster than fp32; fp16 from a cache written before fp16 was measured, at bf16's."""
+    if ceilings is None:
         return None
-    return tflops / ceilings.bf16_tflops
+    if dtype == "float16":
+        return ceilings.fp16_tflops or ceilings.bf16_tflops
+    if dtype == "bfloat16":
+        return ceilings.bf16_tflops or ceilings.fp32_tflops
+    if dtype == "float32" and tf32:
+        return ceilings.tf32_tflops or ceilings.fp32_tflops
+    return ceilings.fp32_tflops
+
+
+def mfu(tflops: float | None, ceilings: Ceilings | None, dtype: str = "bfloat16", tf32: bool = False) -> float | None:
+    """Achieved TFLOP/s over the measured matmul ceiling of the dtype the run's math ran in."""
+    peak = peak_tflops(ceilings, dtype, tf32)
+    if tflops is None or not peak:
+        return None
+    return tflops / peak

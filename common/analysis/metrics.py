@@ -80,8 +80,21 @@ def tflops(v: VariantAggregate):
     return v.flops_per_step / v.median_ms / 1e9 if v.flops_per_step and v.median_ms else None
 
 
+def math_dtype(v: VariantAggregate) -> str:
+    """The dtype that carries most of the step's tensor-core FLOPs (matmuls, convolutions, attention)
+    in the profiled steps' roofline; bf16 where no step was profiled."""
+    roof = v.evidence.roofline if v.evidence else None
+    flops = {}
+    for op in (roof.ops if roof else []):
+        if op.kind in ("matmul", "convolution", "attention"):
+            flops[op.dtype] = flops.get(op.dtype, 0.0) + op.flops
+    return max(flops, key=flops.get) if flops else "bfloat16"
+
+
 def _mfu(v: VariantAggregate):
-    return ceiling.mfu(tflops(v), v.ceiling)
+    """Over the ceiling of the dtype its math ran in: an fp32 step against fp32's (TF32's where on),
+    a T4's fp16 against fp16's, never against a ceiling its math could not reach."""
+    return ceiling.mfu(tflops(v), v.ceiling, math_dtype(v), bool(v.env.tf32_matmul))
 
 
 def _ddp(key):  # what common.distributed.settle gathered over the ranks (the ddp recipe)
@@ -124,7 +137,8 @@ _ALL = [
     Metric("gflop_per_step", "GFLOP per step (FlopCounterMode)", "GFLOP",
            lambda v: v.flops_per_step / 1e9 if v.flops_per_step else None, ".3f"),
     Metric("tflops", "achieved TFLOP/s at the median step", "TFLOP/s", tflops, ".3g", short="TFLOP/s"),
-    Metric("mfu", "MFU: share of the measured bf16 matmul ceiling", "share", _mfu, ".1%", short="MFU"),
+    Metric("mfu", "MFU: share of the measured matmul ceiling of the dtype its math ran in", "share", _mfu, ".1%",
+           short="MFU"),
     Metric("warmup_s", "warm-up, s (median over processes)", "s", lambda v: median(v.warmup_s) if v.warmup_s else None,
            ".2f"),
     Metric("first_step_s", "first step, s (compilation, autotuning)", "s", lambda v: v.host.first_step_s, ".2f"),

@@ -67,7 +67,9 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 @contextlib.contextmanager
 def file_lock(path: Path, blocking: bool = True):
-    """An advisory lock (flock) on path, created if missing; False when non-blocking and held elsewhere."""
+    """An advisory lock (flock) on path, created with its folder if missing; False when non-blocking and
+    held elsewhere."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)  # a fresh clone has no data/ yet
     with open(path, "a") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
@@ -444,9 +446,10 @@ class Ceilings(Record):
     """The device's measured ceilings (python -m common.measure.ceiling): matmul TFLOP/s per dtype, for
     MFU and the roofline, and memory bandwidth in GB/s. `gpu`: the GPU's name, or the CPU's ("CPU ...")."""
     gpu: str | None = None
-    bf16_tflops: float | None = None
+    bf16_tflops: float | None = None  # measured only where native (common.analysis.device: ceiling_dtypes)
     tf32_tflops: float | None = None
     fp32_tflops: float | None = None
+    fp16_tflops: float | None = optional()
     how: str | None = None
     date: str | None = None
     bandwidth_gbs: float | None = None  # a large copy's bytes read and written, per second

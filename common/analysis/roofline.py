@@ -21,7 +21,7 @@ import ast
 import math
 from dataclasses import dataclass, field
 
-from common.analysis import traces
+from common.analysis import ceiling, traces
 from common.analysis.results import Ceilings, OpRoof, Roofline
 
 SIZES = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "long int": 8, "int": 4, "short int": 2,
@@ -179,11 +179,8 @@ def cost(op, params: dict[str, int] | None = None) -> Cost | None:
 def peak_flops(c: Cost, ceilings: Ceilings, tf32: tuple[bool, bool]) -> float | None:
     """The compute ceiling for an op, in FLOP/s: the tensor-core figure of its dtype for matmuls,
     convolutions and attention (TF32 where the stamp says it was on), the fp32 one for the rest."""
-    tensor = c.kind in ("matmul", "convolution", "attention")
-    if tensor and c.dtype in ("bfloat16", "float16"):
-        tflops = ceilings.bf16_tflops
-    elif tensor and c.dtype == "float32" and tf32[0 if c.kind == "matmul" else 1]:
-        tflops = ceilings.tf32_tflops or ceilings.fp32_tflops
+    if c.kind in ("matmul", "convolution", "attention"):
+        tflops = ceiling.peak_tflops(ceilings, c.dtype, tf32[0 if c.kind == "matmul" else 1])
     else:
         tflops = ceilings.fp32_tflops
     return tflops * 1e12 if tflops else None

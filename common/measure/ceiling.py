@@ -3,8 +3,9 @@ datasheet.
 
     python -m common.measure.ceiling [--if-missing] [--device cuda|cpu]   # prints the figures, caches them
 
-A large bf16, TF32 and fp32 matmul (8192^3 on a GPU, 1024^3 on a CPU at the process's threads), and a
-large copy (1 GiB on a GPU, device to device; 256 MiB on a CPU), each timed (CUDA events, or
+A large matmul in each dtype this device runs natively (device profile: bf16 and TF32 from sm_80,
+fp16 from sm_70, fp32 always; a CPU's bf16 and fp32), 8192^3 on a GPU, 1024^3 on a CPU at the
+process's threads, and a large copy (1 GiB on a GPU, device to device; 256 MiB on a CPU), each timed (CUDA events, or
 perf_counter), median of several after a warm-up, cached under the device's name and the torch
 version (common.analysis.ceiling reads it). The runners measure a GPU in a child process before
 their first CUDA run, so they never hold a CUDA context; a CPU run measures its own once, after its
@@ -19,13 +20,16 @@ from statistics import median
 
 import torch
 
+from common import env
 from common.analysis import ceiling
 from common.analysis.results import Ceilings, atomic_write_text, file_lock
+from common.measure import device as device_profile
 from common.measure import stamp
 
 SIZES = {"cuda": 8192, "cpu": 1024}
 COPY_BYTES = {"cuda": 2**30, "cpu": 2**28}
 REPEATS = {"cuda": 20, "cpu": 5}
+CPU_DTYPES = ["bfloat16", "float32"]
 
 
 def _timed(device: torch.device, fn, repeats: int) -> float:
@@ -48,9 +52,9 @@ def _timed(device: torch.device, fn, repeats: int) -> float:
     return median(times)
 
 
-def _matmul_tflops(device: torch.device, dtype, tf32: bool) -> float:
+def _matmul_tflops(device: torch.device, dtype, tf32_on: bool) -> float:
     if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cuda.matmul.fp32_precision = "tf32" if tf32_on else "ieee"
     n = SIZES[device.type]
     a = torch.randn(n, n, device=device, dtype=dtype)  # random data: zeros run faster than real data
     b = torch.randn(n, n, device=device, dtype=dtype)
@@ -65,19 +69,25 @@ def _copy_gbs(device: torch.device) -> float:
 
 
 def measure(device: torch.device) -> Ceilings:
-    tf32 = torch.backends.cuda.matmul.allow_tf32
+    """The ceilings of this hardware: a simulated profile (env.DEVICE_PROFILE_ENV) changes what a run
+    chooses, never what its device reaches, so a CPU is measured as a CPU."""
+    dtypes = device_profile.profile(device).ceiling_dtypes if device.type == "cuda" else CPU_DTYPES
+    before = torch.backends.cuda.matmul.fp32_precision  # fp32_precision, never allow_tf32 (common.measure.tf32)
+    measured = {}
     try:
-        found = Ceilings(gpu=torch.cuda.get_device_name() if device.type == "cuda" else f"CPU {stamp.take(device).cpu}",
-                         bf16_tflops=_matmul_tflops(device, torch.bfloat16, False),
-                         tf32_tflops=_matmul_tflops(device, torch.float32, True) if device.type == "cuda" else None,
-                         fp32_tflops=_matmul_tflops(device, torch.float32, False), bandwidth_gbs=_copy_gbs(device),
-                         how=f"{SIZES[device.type]}^3 matmuls and a {COPY_BYTES[device.type] // 2**20} MiB copy, "
-                             f"median of {REPEATS[device.type]}"
-                             + (f", {torch.get_num_threads()} threads" if device.type == "cpu" else ""),
-                         date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+        for name in dtypes:  # tf32: float32 on the TF32 tensor cores
+            dtype = torch.float32 if name == "tf32" else getattr(torch, name)
+            measured[name] = _matmul_tflops(device, dtype, name == "tf32")
     finally:
-        if device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cuda.matmul.fp32_precision = before
+    found = Ceilings(gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU {env.cpu_model()}",
+                     bf16_tflops=measured.get("bfloat16"), fp16_tflops=measured.get("float16"),
+                     tf32_tflops=measured.get("tf32"), fp32_tflops=measured.get("float32"),
+                     bandwidth_gbs=_copy_gbs(device),
+                     how=f"{SIZES[device.type]}^3 matmuls ({', '.join(dtypes)}) and a "
+                         f"{COPY_BYTES[device.type] // 2**20} MiB copy, median of {REPEATS[device.type]}"
+                         + (f", {torch.get_num_threads()} threads" if device.type == "cpu" else ""),
+                     date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     with file_lock(ceiling.path().with_suffix(".lock")):  # runs measuring at once each add their own
         try:
             table = json.loads(ceiling.path().read_text())
@@ -99,6 +109,15 @@ def ensure(device: torch.device) -> Ceilings:
         return ceiling.cached(here, cpu=True) or measure(device)
 
 
+def for_run(device: torch.device) -> Ceilings | None:
+    """The ceilings a measured process divides by. A GPU's are only read from the cache: measuring
+    them there (a 1 GiB copy, 8192^3 matmuls) could run the job itself out of memory, so the
+    runners measure them first in a child (launch.ensure_ceiling); a CPU's are measured once if missing."""
+    if device.type == "cuda":
+        return ceiling.cached(stamp.take(device))
+    return ensure(device)
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     which = torch.device(args[args.index("--device") + 1] if "--device" in args else "cuda")
@@ -112,5 +131,7 @@ if __name__ == "__main__":
         print(f"measuring this {'GPU' if which.type == 'cuda' else 'CPU'}'s ceilings once (matmuls, a copy), for MFU "
               "and the roofline ...", flush=True)
     c = measure(which)
-    print(f"{c.gpu}: bf16 {c.bf16_tflops:.3g} TFLOP/s, TF32 {c.tf32_tflops or 0:.3g}, fp32 {c.fp32_tflops:.3g}, "
-          f"copy {c.bandwidth_gbs:.0f} GB/s ({c.how}) -> {ceiling.path()}")
+    tflops = ", ".join(f"{name} {value:.3g}" for name, value in (("bf16", c.bf16_tflops), ("fp16", c.fp16_tflops),
+                                                                 ("TF32", c.tf32_tflops), ("fp32", c.fp32_tflops))
+                       if value)
+    print(f"{c.gpu}: {tflops} TFLOP/s, copy {c.bandwidth_gbs:.0f} GB/s ({c.how}) -> {ceiling.path()}")

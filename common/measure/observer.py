@@ -50,6 +50,7 @@ from common.analysis.results import (
 )
 from common.cli import DOCTOR_MIN_TIMED as MIN_TIMED
 from common.cli import OneLineParser, add_doctor_flags, split_passthrough
+from common.errors import EXIT_COOKBOOK_FAULT
 from common.measure import cpu_time, memory, settings, stamp
 from common.measure.fixes import Fixes
 from common.measure.gpu_monitor import GpuMonitor
@@ -60,6 +61,26 @@ from common.measure.stages import Phases, compile_stats, eager_compiled, read_ev
 from common.measure.timing import PhaseTimer, StepTimer, data_shares, synchronize
 
 NO_STEP_AFTER = 200  # model calls or batches with no optimizer.step(): the script needs --step
+
+
+class CookbookFault(Exception):
+    """The doctor's own code failed while the user's script was running: reported as the cookbook's
+    error with its traceback, never as "the script raised"."""
+
+
+# errors of the script's own device work, which CUDA reports at the next sync, wherever that is
+DEVICE_ERRORS = ("CUDA error", "out of memory", "device-side assert")
+
+
+@contextlib.contextmanager
+def ours(what: str):
+    """Around the doctor's own work inside the script's run: its errors become CookbookFault."""
+    try:
+        yield
+    except Exception as e:
+        if isinstance(e, torch.cuda.OutOfMemoryError) or any(word in str(e) for word in DEVICE_ERRORS):
+            raise
+        raise CookbookFault(f"{what}: {type(e).__name__}: {e}") from e
 
 
 class Measured(BaseException):
@@ -273,6 +294,10 @@ class Observer:
 
     # --- the stages, driven by step ends ----------------------------------------------------------
     def step_end(self):
+        with ours("ending a step"):
+            self._step_end()
+
+    def _step_end(self):
         self.ends += 1
         self._last_end = time.perf_counter()
         a = self.args
@@ -449,7 +474,10 @@ class Observer:
             with contextlib.suppress(Exception):
                 self._count_cm.close()
         if self.prof is not None and self.result is not None:
-            self.result.evidence = self._evidence()
+            try:
+                self.result.evidence = self._evidence()
+            except Exception as e:  # what was timed stands; the cookbook's own failure is said as its own
+                self._failed("the cookbook's reading of the profiled steps", e)
         if self.result is not None and self.calls == 0 and compile_stats() is not None:
             self.notices.append("no call of a model seen: a model compiled whole (module.compile()) runs its "
                                 "calls inside compiled code, where the doctor's hooks do not run; its forward "
@@ -553,6 +581,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("doctor: interrupted: no report written", file=sys.stderr)
         return 130
+    except CookbookFault as e:  # the doctor's bug: its whole traceback, and the script is not blamed
+        traceback.print_exception(e)
+        print(f"doctor: the cookbook's own code failed ({e}), not your script: a bug in the cookbook, please "
+              "report it with the traceback above; no report", file=sys.stderr)
+        return EXIT_COOKBOOK_FAULT
     except BaseException as e:  # the script's own error: its traceback, as the user needs it
         sys.stderr.write(user_traceback(e, script))
         print(f"doctor: the script raised {type(e).__name__} (traceback above); no report", file=sys.stderr)

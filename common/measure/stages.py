@@ -18,7 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from common import env
 from common.analysis import roofline, stats, traces
 from common.analysis.results import CompileStats, Evidence, PhaseEvidence, Timing
-from common.measure import ceiling, cpu_time, hta, memory, trainstate
+from common.measure import ceiling, cpu_time, hta, memory, tf32, trainstate
 from common.measure.nvtx import Ranges, kernel_window
 from common.measure.profiling import mark_rank, memory_artifacts, op_views, profiler, trace_evidence
 from common.measure.timing import DataTimer, PhaseTimer, StepTimer, synchronize
@@ -173,9 +173,7 @@ def read_evidence(prof, device: torch.device, steps: int | None = None, optimize
     found["phases"] = {p: PhaseEvidence(**v) for p, v in found["phases"].items()}
     n = steps or max(found["profiled_steps"], 1)
     events, traced = traces.profiled(prof.trace_path)
-    tf32 = (torch.backends.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest",
-            torch.backends.cudnn.allow_tf32)
-    roof = roofline.of_events(events, traced, device.type == "cuda", ceiling.ensure(device), tf32,
+    roof = roofline.of_events(events, traced, device.type == "cuda", ceiling.for_run(device), tf32.state(),
                               trainstate.parameter_elements(optimizers))
     return Evidence(trace=str(prof.trace_path), **found, views=op_views(prof, device, n, set(PHASES)),
                     hta=hta.read(prof.trace_path, device), roofline=roof, kernel_ms=roofline.kernel_ms(events, traced))

@@ -47,7 +47,7 @@ def parse_args(argv):
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
-    launch.use_cuda(args.device)
+    cuda = launch.use_cuda(args.device)
     reports = Path(args.reports_dir)
     name = args.workload or Path(args.script).stem
     workload = args.workload or catalog.identify(args.script)[1]
@@ -67,6 +67,7 @@ def main(argv=None) -> int:
              "--trace-dir", str(reports / "traces" / "diagnose" / name),
              "--device", args.device] + (["--smoke"] if args.smoke else [])
     flags += data + args.script_args
+    launch.ensure_ceiling(cuda)  # in a child first: never inside the measured run
     print(f"diagnose {name}: running {' '.join(target)} with per-phase timing (log: {out_dir / 'result.log'})",
           flush=True)
     outcome = launch.child(target, flags, out_dir / "result.json", cpus=cpus, echo=launch.echo,

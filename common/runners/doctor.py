@@ -34,7 +34,7 @@ from common.cli import (
     positive_float,
     split_passthrough,
 )
-from common.errors import CookbookError, exit_with
+from common.errors import EXIT_COOKBOOK_FAULT, CookbookError, exit_with
 from common.render import doctor as report
 from common.runners import launch, trials
 
@@ -85,12 +85,15 @@ def main(argv=None) -> int:
     launch.make_folder(out_dir, reports)  # ... and created once every input has passed
     flags = doctor_flags(args) + ["--trace-dir", str(reports / "traces" / "doctor" / name), "--", str(script),
                                   *args.script_args]
+    launch.ensure_ceiling(launch.cuda_available())  # in a child first: never inside the user's job
     print(f"doctor: running {shlex.join([os.path.relpath(script), *args.script_args])} "
           f"(log: {out_dir / 'observation.log'})", flush=True)
     outcome = launch.child(["-m", "common.measure.observer"], flags, out_dir / "observation.json", cpus=cpus,
                            echo=launch.echo, read=None, cwd=Path.cwd())
     if outcome.kind != "ok":
-        print(f"doctor: the script failed (exit {outcome.returncode}) after {outcome.seconds:.0f} s; "
+        who = ("the cookbook's own code failed (a bug in the cookbook, not your script)"
+               if outcome.returncode == EXIT_COOKBOOK_FAULT else "the script failed")
+        print(f"doctor: {who} (exit {outcome.returncode}) after {outcome.seconds:.0f} s; "
               f"its output: {outcome.log}; no report written", file=sys.stderr)
         return outcome.returncode or 1
     obs = read_result(out_dir / "observation.json", Observation, "make doctor SCRIPT=...")
