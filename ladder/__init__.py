@@ -34,6 +34,7 @@ class RungSpec:
     # key, "up") or ("observed", key, the value the script records once the technique is on)
     changes: tuple = ()
     flags: dict = field(default_factory=dict)  # extra script flags per mode (cuda, cpu, smoke)
+    needs: tuple = ()  # what the device must have (common.analysis.device), else the rung is skipped
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ LADDERS = {
                      changes=(("observed", "inference_mode", True),)),
             RungSpec("cuda_graphs", "CUDA graphs (compile)",
                      "torch.compile(mode=\"reduce-overhead\"): fused kernels replayed as one graph", SERVING,
-                     changes=(("observed", "compiled", True), ("metric", "forward_ops", "down"))),
+                     changes=(("observed", "compiled", True), ("metric", "forward_ops", "down")), needs=("inductor",)),
             RungSpec("hand_graph", "hand-captured graph",
                      "one hand-captured CUDA graph of the forward in place of compile's (a static input buffer), the "
                      "answers copied to a page-locked buffer with non_blocking, one synchronize", SERVING,
@@ -89,17 +90,18 @@ LADDERS = {
                      changes=(("observed", "loader_workers", 0),)),
             RungSpec("channels_last", "channels_last", "NHWC memory format for the model and its inputs", LOOSE,
                      changes=(("observed", "channels_last", True),)),
-            RungSpec("amp", "AMP (bf16)", "torch.autocast to bfloat16 (fp16 with a GradScaler where the GPU has no "
-                     "bf16)", LOOSE, changes=(("observed", "autocast_dtype", "torch.bfloat16"),)),
+            RungSpec("amp", "AMP", "torch.autocast to bfloat16 (fp16 with a GradScaler below sm_80: a T4)", LOOSE,
+                     changes=(("observed", "autocast_16bit", True),)),
             RungSpec("cudnn_benchmark", "cudnn.benchmark", "cuDNN times its convolution algorithms for each shape "
                      "once and keeps the fastest", LOOSE, changes=(("observed", "cudnn_benchmark", True),)),
             RungSpec("fused_adam", "fused Adam", "Adam(fused=True) on CUDA (foreach on CPU)", LOOSE,
                      changes=(("metric", "optimizer_ops", "down"),)),
             RungSpec("compile", "torch.compile", "the model compiled with Inductor (fullgraph): BatchNorm + ReLU and "
                      "the other elementwise chains fused", LOOSE,
-                     changes=(("observed", "compiled", True), ("metric", "forward_ops", "down"))),
+                     changes=(("observed", "compiled", True), ("metric", "forward_ops", "down")), needs=("inductor",)),
             RungSpec("cuda_graphs", "CUDA graphs", "mode=\"reduce-overhead\": the compiled forward and backward "
-                     "replayed as CUDA graphs", LOOSE, changes=(("observed", "compile_mode", "reduce-overhead"),)),
+                     "replayed as CUDA graphs", LOOSE, changes=(("observed", "compile_mode", "reduce-overhead"),),
+                     needs=("inductor",)),
             RungSpec("larger_batch", "batch 256", "batch 256 (CPU: 32), which the memory freed by AMP allows",
                      OTHER_BATCH, changes=(("config", "batch_size", "up"),),
                      flags={"cuda": ["--batch-size", "256"], "cpu": ["--batch-size", "32"],
@@ -152,10 +154,17 @@ def rung_flag(workload: str):
     return extend
 
 
-def switches(workload: str, rung: int):
-    """on(id) -> is that technique switched on at this rung? An id the ladder does not have raises."""
+def skipped(workload: str, profile) -> dict[str, str]:
+    """rung id -> why its technique does not exist on this device (its `needs` against the profile)."""
+    found = {r.id: profile.not_applicable(r.needs) for r in LADDERS[workload].rungs} if profile else {}
+    return {k: v for k, v in found.items() if v}
+
+
+def switches(workload: str, rung: int, profile=None):
+    """on(id) -> is that technique switched on at this rung? An id the ladder does not have raises.
+    With the device's profile, a technique it lacks (a P100 and torch.compile) is never on."""
     ids = LADDERS[workload].ids
-    active = set(ids[1:rung + 1])
+    active = set(ids[1:rung + 1]) - set(skipped(workload, profile))
 
     def on(technique: str) -> bool:
         if technique not in ids:

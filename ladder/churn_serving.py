@@ -12,7 +12,7 @@ from ladder import rung_flag, switches
 from ladder.techniques import apply_compile, inference_context
 
 run = harness.start(__file__, __doc__, extend=rung_flag("churn"))
-on = switches("churn", run.args.rung)
+on = switches("churn", run.args.rung, run.profile)  # a technique this device lacks stays off
 _, X_test, _, _ = data.churn_splits(run)
 
 if on("ops_folded"):

@@ -20,7 +20,7 @@ from ladder.techniques import (
 from recipes.dataloader import workers
 
 run = harness.start(__file__, __doc__, extend=rung_flag("resnet18"))
-on = switches("resnet18", run.args.rung)
+on = switches("resnet18", run.args.rung, run.profile)  # a technique this device lacks stays off
 cuda = run.device.type == "cuda"
 
 model = models.resnet18().to(run.device)
@@ -31,7 +31,7 @@ apply_cudnn_benchmark(on("cudnn_benchmark"))
 mode = "reduce-overhead" if on("cuda_graphs") else None
 forward = apply_compile(model, mode) if on("compile") else model
 criterion = torch.nn.CrossEntropyLoss()
-scaler = grad_scaler(run.device, enabled=on("amp"))
+scaler = grad_scaler(run, enabled=on("amp"))
 
 if on("gpu_input"):
     batches, loader_workers = data.cifar10_train_batches(run), 0  # uint8 images on the device, augmented there
@@ -51,7 +51,7 @@ for images, labels in run.loop(batches):
         labels = labels.to(run.device, non_blocking=on("loader_workers"))
         if on("channels_last"):
             images = channels_last_input(images)
-    with run.phase("forward"), autocast(run.device, on("amp")):
+    with run.phase("forward"), autocast(run, on("amp")):
         if on("cuda_graphs"):
             torch.compiler.cudagraph_mark_step_begin()  # a new step: the graphs' earlier outputs may be reused
         outputs = forward(images)
@@ -73,7 +73,8 @@ for images, labels in run.loop(batches):
 
 run.extra["observed"] = {"loader_workers": loader_workers,
                          "channels_last": images.is_contiguous(memory_format=torch.channels_last),
-                         "autocast_dtype": str(outputs.dtype), "compiled": forward is not model,
+                         "autocast_dtype": str(outputs.dtype), "autocast_16bit": outputs.dtype != torch.float32,
+                         "compiled": forward is not model,
                          "cudnn_benchmark": torch.backends.cudnn.benchmark, "compile_mode": mode}
 run.extra.update(rung=run.args.rung, train_accuracy=float(correct) / seen)
 run.finish()

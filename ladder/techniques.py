@@ -12,19 +12,18 @@ def channels_last_input(x: torch.Tensor) -> torch.Tensor:
     return x.contiguous(memory_format=torch.channels_last)
 
 
-def amp_dtype(device: torch.device) -> torch.dtype:
-    """bf16 where the device has it (the CPU, Ampere and newer), else fp16."""
-    cuda = device.type == "cuda"
-    return torch.bfloat16 if not cuda or torch.cuda.is_bf16_supported() else torch.float16
+def amp_dtype(run) -> torch.dtype:
+    """bf16 where the device has it natively (sm_80+, a CPU), else fp16: the run's device profile."""
+    return getattr(torch, run.profile.amp_dtype)
 
 
-def autocast(device: torch.device, enabled: bool):
-    return torch.autocast(device.type, dtype=amp_dtype(device)) if enabled else contextlib.nullcontext()
+def autocast(run, enabled: bool):
+    return torch.autocast(run.device.type, dtype=amp_dtype(run)) if enabled else contextlib.nullcontext()
 
 
-def grad_scaler(device: torch.device, enabled: bool) -> torch.amp.GradScaler:
+def grad_scaler(run, enabled: bool) -> torch.amp.GradScaler:
     """fp16 needs loss scaling (small gradients flush to zero); bf16 keeps fp32's range and does not."""
-    return torch.amp.GradScaler(device.type, enabled=enabled and amp_dtype(device) == torch.float16)
+    return torch.amp.GradScaler(run.device.type, enabled=enabled and amp_dtype(run) == torch.float16)
 
 
 def adam(params, device: torch.device, fused: bool, lr: float) -> torch.optim.Optimizer:

@@ -129,14 +129,21 @@ def test_each_resnet18_technique_makes_its_declared_change():
 
     declared = {key: want for rs in ladder.LADDERS["resnet18"].rungs for kind, key, want in rs.changes
                 if kind == "observed"}
+    import types
+
+    from common.analysis import device
+
     cpu = torch.device("cpu")
     model = techniques.apply_channels_last(torch.nn.Conv2d(3, 4, 3))
     x = techniques.channels_last_input(torch.randn(2, 3, 8, 8))
     assert x.is_contiguous(memory_format=torch.channels_last) == declared["channels_last"]
-    with techniques.autocast(cpu, True):
-        assert str(model(x).dtype) == declared["autocast_dtype"]
-    with techniques.autocast(cpu, False):
-        assert model(x).dtype == torch.float32
+    for profile in (device.cpu("test"), device.SIMULATED["T4"]):  # bf16 here, fp16 as a T4 chooses
+        run = types.SimpleNamespace(device=cpu, profile=profile)
+        with techniques.autocast(run, True):
+            assert (model(x).dtype != torch.float32) == declared["autocast_16bit"]
+            assert str(model(x).dtype) == f"torch.{profile.amp_dtype}"
+        with techniques.autocast(run, False):
+            assert model(x).dtype == torch.float32
     saved = torch.backends.cudnn.benchmark
     try:
         techniques.apply_cudnn_benchmark(True)
@@ -183,15 +190,23 @@ def test_techniques_are_switched_by_id_and_an_unknown_id_raises():
 
 
 def test_fp16_gets_a_grad_scaler_bf16_does_not(monkeypatch):
+    import types
+
     import torch
+
+    from common.analysis import device
 
     made = []
     monkeypatch.setattr(torch.amp, "GradScaler", lambda device, enabled: made.append((device, enabled)))
-    techniques.grad_scaler(torch.device("cpu"), True)  # the CPU autocasts to bf16
-    monkeypatch.setattr(techniques, "amp_dtype", lambda device: torch.float16)  # a GPU without bf16
-    techniques.grad_scaler(torch.device("cuda"), True)
-    techniques.grad_scaler(torch.device("cuda"), False)  # a rung below AMP
-    assert made == [("cpu", False), ("cuda", True), ("cuda", False)]
+    cpu = types.SimpleNamespace(device=torch.device("cpu"), profile=device.cpu("test"))
+    t4 = types.SimpleNamespace(device=torch.device("cuda"), profile=device.SIMULATED["T4"])
+    h100 = types.SimpleNamespace(device=torch.device("cuda"), profile=device.SIMULATED["H100"])
+    techniques.grad_scaler(cpu, True)  # the CPU autocasts to bf16
+    techniques.grad_scaler(t4, True)  # sm_75: fp16
+    techniques.grad_scaler(t4, False)  # a rung below AMP
+    techniques.grad_scaler(h100, True)  # sm_90: bf16
+    assert made == [("cpu", False), ("cuda", True), ("cuda", False), ("cuda", False)]
+    assert [techniques.amp_dtype(r) for r in (cpu, t4, h100)] == [torch.bfloat16, torch.float16, torch.bfloat16]
 
 
 def test_targets_are_checked_only_on_a_gpu_run_and_say_by_how_much():

@@ -37,6 +37,8 @@ def zero_grad_style(obs: Observation) -> str | None:
 def gains_of(obs: Observation, costs: dict[str, float]) -> list[Gain]:
     r, ops = obs.result, obs.ops
     cuda = r.device == "cuda"
+    profile = r.env.profile
+    has = (lambda need: profile.has(need)) if profile else (lambda need: True)  # noqa: E731
     on = "" if cuda else " (a GPU gain: on this CPU run it is a setting seen, not a cost measured)"
     out = []
     if ops:
@@ -44,10 +46,10 @@ def gains_of(obs: Observation, costs: dict[str, float]) -> list[Gain]:
                  **{f"conv {k}": v for k, v in ops.conv_dtypes.items()}}
         f32, total = _share(calls, ("matmul float32", "conv float32"))
         if total and f32 / total >= FLOAT32_MIN:
+            to = ("bfloat16" if has("bf16") else "float16 with a GradScaler (this GPU has no bf16)")
             out.append(Gain("16-bit", f"{f32:.0f} of {total:.0f} matmuls and convolutions per step run in float32: "
-                            "autocast to bfloat16 (float16 with a GradScaler) halves their bytes and runs them on "
-                            "the tensor cores" + on, ["amp"]))
-        if cuda and ops.matmul_dtypes.get("float32") and not r.env.tf32_matmul \
+                            f"autocast to {to} halves their bytes and runs them on the tensor cores" + on, ["amp"]))
+        if cuda and has("tf32") and ops.matmul_dtypes.get("float32") and not r.env.tf32_matmul \
                 and r.env.float32_matmul_precision == "highest":
             out.append(Gain("TF32", f"{ops.matmul_dtypes['float32']:.0f} float32 matmuls per step at full precision "
                             "(float32_matmul_precision 'highest'): TF32 runs them on the tensor cores",
@@ -69,7 +71,8 @@ def gains_of(obs: Observation, costs: dict[str, float]) -> list[Gain]:
     if zero_grad_style(obs) == "zeroes":
         out.append(Gain("set_to_none", "zero_grad writes zeros into every gradient (set_to_none=False): "
                         "set_to_none=True frees them instead, one kernel per parameter less", ["set_to_none"]))
-    if cuda and costs.get("launch overhead", 0.0) >= HOST_BOUND and not (r.compile and r.compile.graphs):
+    if cuda and has("inductor") and costs.get("launch overhead", 0.0) >= HOST_BOUND \
+            and not (r.compile and r.compile.graphs):
         out.append(Gain("compile / CUDA graphs", f"the step is host-bound (launch overhead "
                         f"{costs['launch overhead']:.0%} of it): torch.compile(mode='reduce-overhead') or a "
                         "captured CUDA graph replays it in one launch", ["cuda_graphs", "compile"]))

@@ -18,27 +18,31 @@ class Fix:
     pair: str  # the recipe's pair whose diff shows the change
     how: str  # how the doctor applies it from outside
     gpu_only: bool = False
+    needs: tuple = ()  # what the device must have (common.analysis.device), else not applicable there
 
 
 FIXES = {f.name: f for f in (
     Fix("workers", "dataloader", "resnet18", "DataLoader(num_workers=N, pin_memory on CUDA, persistent_workers=True, "
         "prefetch_factor=4) wherever the script builds one without workers"),
     Fix("amp", "amp", "resnet18", "bf16 autocast around each call of the top-level model, its output cast back to "
-        "float32"),
-    Fix("tf32", "precision", "resnet18", "TF32 matmuls and convolutions (allow_tf32, float32_matmul_precision "
-        "'high') before the script starts", gpu_only=True),
+        "float32", needs=("bf16",)),
+    Fix("tf32", "precision", "resnet18", "TF32 matmuls and convolutions (fp32_precision 'tf32', the legacy "
+        "allow_tf32 flags mirrored) before the script starts", gpu_only=True, needs=("tf32",)),
     Fix("cudnn_benchmark", "channels_last", "resnet18", "torch.backends.cudnn.benchmark = True before the script "
         "starts (taught by the ResNet-18 ladder's cudnn_benchmark rung)", gpu_only=True),
     Fix("channels_last", "channels_last", "resnet18", "the top-level model and its 4-D inputs in channels_last at "
         "its first call"),
     Fix("fused", "fused_ops", "churn", "each optimizer built with fused=True (CUDA) or foreach=True (CPU)"),
     Fix("compile", "compile", "resnet18", "torch.compile of the top-level model's forward at its first call (the "
-        "compilation lands in the warm-up, shown apart)"),
+        "compilation lands in the warm-up, shown apart)", needs=("inductor",)),
     Fix("set_to_none", "set_to_none", "churn", "zero_grad(set_to_none=True) wherever the script passes False"),
 )}
 # lines the cudnn_benchmark fix adds (no recipe pair shows it: the ladder's rung does)
 OWN_LINES = {"cudnn_benchmark": ["torch.backends.cudnn.benchmark = True  # time each convolution's algorithms once "
                                  "per shape, keep the fastest"]}
+# why the amp fix stops at bf16: fp16 from outside would need a loss scale the script does not apply
+FP16_WHY = ("fp16 needs a GradScaler around the script's backward and optimizer step, which cannot be put there "
+            "safely from outside: add it as recipes/amp shows")
 # a fix only the tests know: its training is broken on purpose (the learning rate zeroed), so parity must fail
 BROKEN = Fix("zero_lr", "fused_ops", "churn", "every optimizer's learning rate set to 0 (a test's broken fix)")
 
@@ -58,6 +62,9 @@ def applies(fix: Fix, obs: Observation) -> str | None:
     cuda = r.device == "cuda"
     if fix.gpu_only and not cuda:
         return "a GPU fix: not tried on this CPU run"
+    lacking = r.env.profile.not_applicable(fix.needs) if r.env.profile else None
+    if lacking:
+        return lacking + (f" ({FP16_WHY})" if fix.name == "amp" else "")
     if fix.name == "workers":
         if not obs.loaders:
             return "no DataLoader seen"

@@ -627,11 +627,12 @@ class Rung(Record):
     id: str
     name: str
     adds: str
-    status: str  # "ok", "oom", "failed"
+    status: str  # "ok", "oom", "failed", "skipped"
     aggregate: VariantAggregate | None = None
     cumulative: float | None = None  # throughput against rung 0
     incremental: Speedup | None = None  # against the rung below
     parity: Parity | None = None
+    skipped: str | None = optional()  # why it did not run: "not applicable on Tesla P100 (sm_60): ..."
 
 
 @dataclass

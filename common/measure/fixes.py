@@ -9,9 +9,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from common.analysis import fixes as catalog
-
-FP16_WHY = ("not applied: this GPU has no bf16, and float16 needs a GradScaler around the script's backward and "
-            "optimizer step, which cannot be put there safely from outside")
+from common.measure import device as device_profile
+from common.measure import tf32
 
 
 def loader_workers() -> int:
@@ -59,8 +58,7 @@ class Fixes:
 
     def install(self) -> None:
         if self.on("tf32"):
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-            torch.set_float32_matmul_precision("high")
+            tf32.set_tf32(True)  # fp32_precision, the legacy flags mirrored: the script may read either
             self.said["tf32"] = "applied"
         if self.on("cudnn_benchmark"):
             torch.backends.cudnn.benchmark = True
@@ -110,10 +108,11 @@ class Fixes:
             inputs = tuple(_channels_last(x) for x in inputs)
         if self.on("amp"):
             device = next(module.parameters()).device
-            if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-                self.said["amp"] = FP16_WHY
+            profile = device_profile.profile(device)
+            if profile.grad_scaler:  # fp16: the runner says so before trying (analysis.fixes.applies)
+                self.said["amp"] = "not applied: " + catalog.FP16_WHY
             else:
-                self._autocast = torch.autocast(device.type, dtype=torch.bfloat16)
+                self._autocast = torch.autocast(device.type, dtype=device_profile.amp_dtype(profile))
                 self._autocast.__enter__()
                 self.said["amp"] = "applied"
         return inputs if self.on("channels_last") else None

@@ -125,7 +125,8 @@ def render(summary: LadderSummary, reports_dir: Path) -> list[Path]:
               "|---:|---|---:|---:|" + "---:|" * len(cols) + "---:|---:|---:|---|"]
     for r in summary.rungs:
         if r.status != "ok":
-            why = f"out of memory at batch {r.aggregate.oom.batch_size}" if r.status == "oom" else "failed"
+            why = (f"out of memory at batch {r.aggregate.oom.batch_size}" if r.status == "oom"
+                   else f"skipped: {r.skipped}" if r.status == "skipped" else "failed")
             lines.append(f"| {r.index} | **{r.name}** (`{r.id}`): {r.adds} | | {why} |" + "|" * (len(cols) + 4))
             continue
         par = r.parity

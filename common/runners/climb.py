@@ -44,9 +44,18 @@ def rounds_of(args) -> int:
     return args.rounds or (1 if args.smoke else 2)
 
 
+def climbed(workload: str, cuda: bool) -> tuple[list[int], dict[str, str]]:
+    """The rungs that run here, and why the others are skipped (a technique this device lacks)."""
+    skip = ladder.skipped(workload, launch.device_profile(cuda))
+    return [i for i, r in enumerate(ladder.spec(workload).rungs) if r.id not in skip], skip
+
+
 def climb(workload, args, cuda, cpus, results_dir, reports_dir, command, counter=None) -> LadderSummary:
     """Every rung of one ladder, `rounds_of(args)` times; counter: the progress over every ladder of the run."""
     spec = ladder.spec(workload)
+    indices, skip = climbed(workload, cuda)
+    for rung_id, why in skip.items():
+        print(f"{workload} rung {spec.ids.index(rung_id)} ({rung_id}): skipped, {why}", flush=True)
     mode = "smoke" if args.smoke else "cuda" if cuda else "cpu"
     rounds = rounds_of(args)
     flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
@@ -54,7 +63,7 @@ def climb(workload, args, cuda, cpus, results_dir, reports_dir, command, counter
     out_dir = results_dir / workload
     out_dir.mkdir(parents=True, exist_ok=True)
     traces = Path(reports_dir) / "traces" / "ladder" / workload
-    counter = counter or launch.Counter({workload: (rounds * len(spec.rungs),) * 2})
+    counter = counter or launch.Counter({workload: (rounds * len(indices),) * 2})
 
     def run_one(i, round_no):
         rung_flags = ["--rung", str(i), "--trace-dir", str(traces / f"rung{i}"), *flags,
@@ -64,10 +73,10 @@ def climb(workload, args, cuda, cpus, results_dir, reports_dir, command, counter
         return launch.child(["-m", spec.script], rung_flags, out_dir / f"rung{i}_r{round_no}.json", cpus=cpus,
                              rerun="make ladder")
 
-    done = launch.rounds(range(len(spec.rungs)), run_one, rounds, counter, workload,
+    done = launch.rounds(indices, run_one, rounds, counter, workload,
                          lambda i, n: f"{workload} rung {i} ({spec.rungs[i].name}) round {n}")
     runs, failures = done.runs, [outcome.failure(f"rung {i}", n) for i, n, outcome in done.failures]
-    return summarize(workload, runs, failures, rounds, mode, command, cpus)
+    return summarize(workload, runs, failures, rounds, mode, command, cpus, skip)
 
 
 def per_sample_ms(agg) -> list[float]:
@@ -75,11 +84,15 @@ def per_sample_ms(agg) -> list[float]:
     return [m / agg.config.batch_size for m in agg.process_medians_ms]
 
 
-def summarize(workload, runs, failures, rounds, mode, command, cpus=()) -> LadderSummary:
+def summarize(workload, runs, failures, rounds, mode, command, cpus=(), skip=None) -> LadderSummary:
+    """Each rung against rung 0 and the rung below it that ran (a skipped one is passed over)."""
     spec = ladder.spec(workload)
     base = aggregate(runs[0]) if 0 in runs else None
     table, below = [], None
     for i, rs in enumerate(spec.rungs):
+        if rs.id in (skip or {}):
+            table.append(Rung(index=i, id=rs.id, name=rs.name, adds=rs.adds, status="skipped", skipped=skip[rs.id]))
+            continue
         rung = Rung(index=i, id=rs.id, name=rs.name, adds=rs.adds, status="failed")
         agg = aggregate(runs[i]) if i in runs else None
         if agg is not None:
@@ -130,7 +143,7 @@ def main(argv=None) -> int:
     launch.ensure_ceiling(cuda)
     command = "make ladder" if not argv else "python -m common.runners.climb " + " ".join(argv)
     workloads = args.workloads or list(ladder.LADDERS)
-    counter = launch.Counter({w: (rounds_of(args) * len(ladder.spec(w).rungs),) * 2 for w in workloads})
+    counter = launch.Counter({w: (rounds_of(args) * len(climbed(w, cuda)[0]),) * 2 for w in workloads})
     wrong, short = [], []
     for w in workloads:
         summary = climb(w, args, cuda, cpus, results_dir, reports_dir, command, counter)
