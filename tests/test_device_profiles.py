@@ -29,7 +29,7 @@ CPU = device.cpu("test CPU")
 # --- the rules, per GPU --------------------------------------------------------------------------------
 @pytest.mark.parametrize("profile, amp, scaler, tf32, inductor, ceilings", [
     (T4, "float16", True, False, True, ["float16", "float32"]),
-    (P100, "float16", True, False, False, ["float32"]),
+    (P100, "float16", True, False, False, ["float16", "float32"]),
     (A100, "bfloat16", False, True, True, ["bfloat16", "float16", "tf32", "float32"]),
     (H100, "bfloat16", False, True, True, ["bfloat16", "float16", "tf32", "float32"]),
     (CPU, "bfloat16", False, False, True, ["bfloat16", "float32"]),
@@ -310,3 +310,59 @@ def test_a_sweep_the_gpu_cannot_run_is_reported_not_timed(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "no Triton" in (tmp_path / "sweep_compile.md").read_text()
     assert not list(tmp_path.glob("results/sweep/compile/*/*_r1.json"))
+
+
+# --- fp16's loss scale on a T4 -------------------------------------------------------------------------
+def test_steps_without_an_optimizer_update_are_counted():
+    from common.harness import skipped_updates
+
+    assert skipped_updates([0, 0, 1, 2, 2, 3]) == [0, 1, 4]  # updates counted at each logged loss
+    assert skipped_updates([0, 0, 0]) == []  # serving: nothing ever updates, nothing is "skipped"
+
+
+def _twins(fast_losses, skipped, probe_skipped=0):
+    slow = run_result(losses=[2.3 - 0.01 * i for i in range(40)], batch_size=256)
+    fast = run_result(losses=fast_losses, variant="fast", batch_size=256)
+    fast.skipped_steps, fast.probe_skipped = skipped, probe_skipped
+    return slow, fast
+
+
+RULE = {"what": "training loss", "early_steps": 5, "early_rtol": 0.03, "at_batch": 16, "window": 10, "rtol": 0.05}
+
+
+def test_a_loss_scale_calibrating_is_compared_by_update_count():
+    from common.analysis.aggregate import by_updates, parity
+
+    behind = [2.3, 2.3, 2.3] + [2.3 - 0.01 * i for i in range(1, 38)]  # steps 0, 1 made no update
+    assert by_updates(behind, [0, 1]) == [2.3 - 0.01 * i for i in range(38)]
+    par = parity(*_twins(behind, [0, 1]), RULE)
+    assert par.ok and par.early_skipped and par.skipped_steps == [0, 1] and par.early_steps == 0
+    assert par.max_rel == pytest.approx(0.0, abs=1e-9) and par.probe_max_rel is None
+
+
+@pytest.mark.parametrize("skipped", [list(range(20)), [0, 40]], ids=["too many", "too late"])
+def test_a_loss_scale_that_never_settles_fails_parity(skipped):
+    from common.analysis.aggregate import parity, parity_failure
+
+    par = parity(*_twins([2.3] * 40, skipped), RULE)
+    assert not par.ok and "never settles" in parity_failure(par)
+
+
+@pytest.mark.recipe("amp-t4")
+def test_the_amp_pairs_as_a_t4_runs_them_fp16_with_a_grad_scaler(tmp_path):
+    """The branch the seeds' GPU takes, which no bf16 machine runs: fp16 autocast, GradScaler (its inf
+    check a host sync per step), its first updates skipped while the scale calibrates, parity kept."""
+    proc = run_module("common.runners.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
+                      "--reports-dir", str(tmp_path), env={"COOKBOOK_DEVICE_PROFILE": "T4"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    import json
+
+    comparison = json.loads((tmp_path / "results" / "amp" / "comparison.json").read_text())
+    for pair, entry in comparison["workloads"].items():
+        fast = entry["fast"]
+        assert entry["parity"]["ok"], (pair, entry["parity"])
+        assert fast["env"]["profile"]["name"] == "Tesla T4" and fast["env"]["profile"]["simulated"]
+        mm = {op["dtype"] for op in fast["evidence"]["roofline"]["ops"] if op["kind"] in ("matmul", "convolution")}
+        assert "float16" in mm and "bfloat16" not in mm, (pair, mm)
+        assert fast["evidence"]["syncs_per_step"] >= 1 > entry["slow"]["evidence"]["syncs_per_step"]
+    assert "Tesla T4 (sm_75, simulated)" in (tmp_path / "amp.md").read_text()

@@ -40,6 +40,9 @@ def aggregate(runs: list[RunResult]) -> VariantAggregate:
 # a twin that stops learning or learns at another rate is 25-100% off the slow twin there, while a
 # correct AMP twin stays within 2.1% (measured at batches 2-4096 on CPU).
 PROBE_RTOL = 0.1
+# fp16's GradScaler starts at a loss scale of 2**16 and halves it at each overflow, skipping that step's
+# update, until the scale fits: at most 16 skips, all early. More, or later, is a scale that never settles.
+CALIBRATION_STEPS = 16
 
 
 def early_tolerance(rule: dict, batch_size: int) -> float:
@@ -73,6 +76,21 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
     batch = slow.config.batch_size
     early_rtol = early_tolerance(rule, batch)
     k = min(rule["early_steps"], n)  # 0: the twins' data differ step by step, compare windows only
+    skipped = sorted(set(fast.skipped_steps) - set(slow.skipped_steps))
+    early_skipped = bool(skipped) or fast.probe_skipped > slow.probe_skipped
+    if early_skipped:  # the fast twin is some updates behind: steps and the probe are not comparable one by one
+        k = 0
+        if len(skipped) + fast.probe_skipped > CALIBRATION_STEPS or (skipped and skipped[-1] >= 2 * CALIBRATION_STEPS):
+            return Parity(ok=False, what=what, rtol=rtol, skipped_steps=skipped,
+                          why=f"the fast twin skipped {len(skipped) + fast.probe_skipped} optimizer updates (steps "
+                              f"{skipped_words(skipped)}): a loss scale that never settles (fp16 overflowing), not the "
+                              f"calibration of its first steps")
+        b = by_updates(fast.losses, skipped)  # each loss beside the slow twin's after as many updates
+        n = min(len(a), len(b))
+        a, b = a[:n], b[:n]
+        # lined up by updates, the twins' windows hold different batches: their noise falls as
+        # 1/sqrt(batch), as the early steps' does, so the window tolerance widens by the same law
+        rtol = rtol * math.sqrt(max(1.0, rule.get("at_batch", 1) / max(batch, 1)))
     early = [abs(y - x) / max(abs(x), 1e-6) for x, y in zip(a[:k], b[:k])] or [0.0]
     w = min(rule["window"], n)
     scale = max(abs(fmean(a[:w])), 1e-6)
@@ -90,7 +108,18 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
                   at_step=worst * w, window=w, steps=n, finite=finite, windows_compared=not rule.get("max_windows"),
                   batch_size=batch, probe_steps=min(len(slow.probe_losses), len(fast.probe_losses)),
                   probe_max_rel=probe[0] if probe else None, probe_rtol=probe_rtol if probe else 0.0,
-                  probe_drop=probe[1] if probe else None)
+                  probe_drop=probe[1] if probe else None, skipped_steps=skipped, early_skipped=early_skipped)
+
+
+def by_updates(losses: list[float], skipped: list[int]) -> list[float]:
+    """The losses one per update count: a step after a skipped one starts from the same weights as
+    that one did, so its loss is left out; what remains lines up with a twin that skipped none."""
+    after = {i + 1 for i in skipped}
+    return [x for i, x in enumerate(losses) if i not in after]
+
+
+def skipped_words(steps: list[int]) -> str:
+    return ", ".join(map(str, steps[:8])) + (", ..." if len(steps) > 8 else "") if steps else "in the probe"
 
 
 def _probe(a: list[float], b: list[float]) -> tuple[float, float] | None:

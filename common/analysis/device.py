@@ -22,7 +22,6 @@ from common.errors import CookbookError
 NEEDS = {
     "tf32": "no TF32 (Ampere, sm_80, and newer)",
     "bf16": "no bf16 tensor cores (Ampere, sm_80, and newer)",
-    "tensor_cores": "no tensor cores (Volta, sm_70, and newer)",
     "inductor": "no Triton, so no Inductor for torch.compile (sm_70 and newer)",
     "cuda": "a CUDA device",
 }
@@ -60,7 +59,6 @@ class DeviceProfile:
         sm = self.sm or 0
         return {"tf32": cuda and sm >= 80,
                 "bf16": not cuda or sm >= 80,  # a CPU's autocast runs bf16 (AVX512-BF16/AMX where present)
-                "tensor_cores": cuda and sm >= 70,
                 "inductor": not cuda or sm >= 70,  # Inductor's C++ backend on a CPU
                 "cuda": cuda}[need]
 
@@ -80,8 +78,8 @@ class DeviceProfile:
         float32 on the tensor cores (measured with TF32 on)."""
         if self.kind != "cuda":
             return ["bfloat16", "float32"]
-        return [d for d, need in (("bfloat16", "bf16"), ("float16", "tensor_cores"), ("tf32", "tf32"))
-                if self.has(need)] + ["float32"]
+        # fp16 arithmetic is native on every GPU torch supports (on tensor cores from sm_70)
+        return ["bfloat16"] * self.has("bf16") + ["float16"] + ["tf32"] * self.has("tf32") + ["float32"]
 
     def built_for(self) -> bool:
         """Whether this torch has kernels for the GPU: its sm in the build's arch list, or PTX of an

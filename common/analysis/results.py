@@ -425,6 +425,9 @@ class RunResult(Record):
     warnings: list[str] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     probe_losses: list[float] = field(default_factory=list)  # the learning probe (measure.stages.probed), for parity
+    # steps of `losses` that made no optimizer update (a GradScaler found inf/NaN), and the probe's count
+    skipped_steps: list[int] = field(default_factory=list)
+    probe_skipped: int = 0
     extra: dict = field(default_factory=dict)
     oom: Oom | None = None
 
@@ -550,6 +553,9 @@ class Parity(Record):
     probe_max_rel: float | None = None
     probe_rtol: float = 0.0
     probe_drop: float | None = None  # how far the slow twin cut its probe loss, as a share of where it began
+    # the fast twin's skipped updates (fp16's loss scale calibrating): early steps and probe not compared
+    skipped_steps: list[int] = field(default_factory=list)
+    early_skipped: bool = False
 
 
 @dataclass

@@ -13,12 +13,19 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 
 class Stepped:
-    """The optimizers that have stepped in this process since this was made (a global step hook: the
-    harness never sees the script's objects)."""
+    """The optimizers that have stepped in this process since this was made, and how many steps they
+    took (a global step hook: the harness never sees the script's objects). A GradScaler that finds
+    an inf or NaN gradient does not call optimizer.step(): that step makes no update here."""
 
     def __init__(self):
         seen = self._seen = weakref.WeakSet()
-        self._handle = register_optimizer_step_pre_hook(lambda optimizer, args, kwargs: seen.add(optimizer))
+        self.updates = 0
+
+        def stepped(optimizer, args, kwargs):
+            seen.add(optimizer)
+            self.updates += 1
+
+        self._handle = register_optimizer_step_pre_hook(stepped)
 
     def __iter__(self):
         return iter(list(self._seen))

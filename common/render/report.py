@@ -9,7 +9,7 @@ from pathlib import Path
 
 from common import env
 from common.analysis import figures, goals, metrics, stats
-from common.analysis.aggregate import parity_failure
+from common.analysis.aggregate import parity_failure, skipped_words
 from common.analysis.metrics import fmt
 from common.analysis.results import (
     BudgetSearch,
@@ -379,9 +379,14 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     out += [""] + _process_lines(entry, cpu)
     par = entry.parity
     if par.max_rel is not None:
-        out.append(f"- Parity of the {par.what} ({'passed' if par.ok else 'FAILED'}) over {par.steps} steps: the first "
-                   f"{par.early_steps} losses within {par.early_max_rel:.2%} of each other (tolerance "
-                   f"{par.early_rtol * 100:.4g}%); {par.window}-step mean losses within {par.max_rel:.2%} of "
+        early = (f"the first {par.early_steps} losses within {par.early_max_rel:.2%} of each other (tolerance "
+                 f"{par.early_rtol * 100:.4g}%)" if par.early_steps else
+                 f"the fast twin's GradScaler skipped updates while fp16's loss scale calibrated (steps "
+                 f"{skipped_words(par.skipped_steps)}), so single steps and the learning probe are not compared, "
+                 "only windows" if par.early_skipped else
+                 "single steps not compared (the twins' batches differ step by step)")
+        out.append(f"- Parity of the {par.what} ({'passed' if par.ok else 'FAILED'}) over {par.steps} steps: "
+                   f"{early}; {par.window}-step mean losses within {par.max_rel:.2%} of "
                    f"the initial loss (worst at steps {par.at_step}-{par.at_step + par.window - 1}; tolerance "
                    f"{par.rtol * 100:.4g}%)"
                    + (f"; on the learning probe ({par.probe_steps} steps on one batch, over which the slow twin's "
