@@ -140,7 +140,8 @@ def test_the_gpu_column_comes_from_a_full_gpu_report_only(tmp_path):
     row = "| [`amp`](recipes/amp/README.md) | bf16 | ResNet-18 >= 1.4x | not measured yet |\n"
     for kind, smoke, want in (("cuda", False, "[resnet18: 1.50x faster (95% interval 1.40-1.60, 5 processes each), "
                                              "goal met](reports/amp.md) (NVIDIA H100 80GB HBM3, 2026-11-25)"),
-                              ("cpu", False, "not measured yet"), ("cuda", True, "not measured yet")):
+                              ("cpu", False, f"not measured yet: {readme.SIMULATED}"),
+                              ("cuda", True, f"not measured yet: {readme.SIMULATED}")):
         (tmp_path / "amp.md").write_text("# AMP\n" + figures.comment({**facts, "device_type": kind, "smoke": smoke}))
         found = figures.read(tmp_path, ["amp"])
         assert readme.rewrite(row, found) == f"| [`amp`](recipes/amp/README.md) | bf16 | ResNet-18 >= 1.4x | {want} |\n"

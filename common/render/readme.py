@@ -5,8 +5,9 @@
 
 A cell holds what the recipe's report (reports/<recipe>.md, through its facts line) says of each
 pair, in stats.describe's words, with the goal met, missed or undecided and a link to the report.
-Only a full-size GPU run of this version fills it: a CPU or smoke report, or the archive, leaves
-"not measured yet" (a data-parallel recipe: "needs 2+ GPUs"). tests/test_docs.py runs the check.
+Only a full-size GPU run of this version fills it: a CPU or smoke report leaves "not measured yet"
+(a data-parallel recipe: "needs 2+ GPUs"), with where it did run: the archived H100 run of an older
+version, or only CPUs with the GPUs' choices simulated. tests/test_docs.py runs the check.
 """
 import re
 import sys
@@ -22,10 +23,21 @@ README = REPO_ROOT / "README.md"
 ROW = re.compile(r"^\| \[`(?P<recipe>[a-z0-9_]+)`\]\(recipes/(?P=recipe)/README\.md\) \|")
 
 
+NOT_YET = "not measured yet"
+SIMULATED = "CPU runs only, the GPUs' choices simulated"  # the suite's T4, A100, H100 profiles (docs/measurement.md)
+
+
 def cell(recipe: str, figure: figures.Figure | None) -> str:
-    """What the README says a recipe measured on a GPU."""
-    if figure is None or not figure.pairs or figure.device_type != "cuda" or figure.smoke or figure.older_version:
-        return "needs 2+ GPUs" if getattr(catalog.settings(recipe), "DISTRIBUTED", False) else "not measured yet"
+    """What the README says a recipe measured on a GPU, and where it has only been simulated."""
+    if figure is not None and figure.older_version:
+        return f"{NOT_YET}; [an older version on an H100](reports/{figure.source}) ({figure.date})"
+    other = figures.ARCHIVE_OTHER_PAIR.get(recipe)
+    if figure is None and other and (REPO_ROOT / "reports" / figures.ARCHIVE / f"{recipe}.md").is_file():
+        return (f"{NOT_YET}; [an older version's other pair ({other}) on an H100]"
+                f"(reports/{figures.ARCHIVE}/{recipe}.md) (2026-11-22)")
+    if figure is None or not figure.pairs or figure.device_type != "cuda" or figure.smoke:
+        distributed = getattr(catalog.settings(recipe), "DISTRIBUTED", False)
+        return f"{'needs 2+ GPUs' if distributed else NOT_YET}: {SIMULATED}"
     return f"[{figure.says()}](reports/{figure.source}) ({figure.device}, {figure.date})"
 
 
