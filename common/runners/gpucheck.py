@@ -16,8 +16,10 @@ go to reports/results/gpu-check/ (not tracked), never over the committed reports
 runs only with --smoke (the CPU sizes, for tests).
 """
 import argparse
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -32,7 +34,8 @@ from common.errors import CookbookError, exit_with
 from common.runners import launch
 
 # the tests whose code paths differ on a GPU: CUDA-only tests, the GPU paths, the GPU trace readers
-GPU_TESTS = ("tests/test_cuda_graphs_recipe.py", "tests/test_gpu_paths.py", "tests/test_hta.py", "tests/test_env.py",
+GPU_TESTS = ("tests/test_techniques.py::test_a_captured_step_trains_like_the_eager_one", "tests/test_gpu_paths.py",
+             "tests/test_hta.py", "tests/test_env.py",
              "tests/test_doctor.py::test_on_a_gpu_the_resnet18_baseline_is_headlined_as_make_diagnose_does")
 FEW_STEPS = ["--steps", "20", "--warmup", "3", "--min-time", "0"]  # small sizes on a GPU: seconds a run
 DOCTOR_FEW = ["--warmup", "3", "--steps", "10", "--time", "5", "--profile-steps", "2"]
@@ -40,6 +43,8 @@ DOCTOR_FEW = ["--warmup", "3", "--steps", "10", "--time", "5", "--profile-steps"
 
 AA_SECONDS = 200  # the A/A's share of the budget at most: 6 to 12 processes of a few seconds
 TRY_BUDGET = 150  # the doctor's --try on a baseline, within the check's budget
+GRACE_S = 5  # a timed-out target's processes get this long after SIGTERM, then SIGKILL
+RUNNING = set()  # the targets' processes now running (Popen), each the leader of its own process group
 
 
 @dataclass
@@ -87,16 +92,43 @@ def last_line(text: str) -> str:
     return lines[-1][:300] if lines else "(no output)"
 
 
+def _stop(proc: subprocess.Popen, grace: float = GRACE_S) -> tuple[str, str]:
+    """End a target's whole process group (its recipe processes, torchrun ranks, loader workers, which
+    would otherwise go on holding the GPU): SIGTERM, then SIGKILL. Returns what it printed."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:  # every process in the group has ended
+            pass
+        try:
+            return proc.communicate(timeout=grace)
+        except subprocess.TimeoutExpired as e:
+            said = e
+    # a process outside the group (torchrun starts each rank in its own session) still holds the pipes:
+    # the output so far
+    proc.kill()
+    proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    return (said.stdout or b"").decode(errors="replace"), (said.stderr or b"").decode(errors="replace")
+
+
 def run(target: Target, log: Path, timeout: float) -> tuple[bool, str]:
     """(ok, what to say) for one target, its output in `log`."""
     t0 = time.perf_counter()
+    # its own session: on a timeout the whole group goes, not just the process started here
+    proc = subprocess.Popen([sys.executable, *target.cmd], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            start_new_session=True)
+    RUNNING.add(proc)
     try:
-        proc = subprocess.run([sys.executable, *target.cmd], cwd=REPO_ROOT, capture_output=True, text=True,
-                              timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        out, code = proc.stdout + proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+        stdout, stderr = proc.communicate(timeout=timeout)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        stdout, stderr = _stop(proc)
         code = None
+    RUNNING.discard(proc)  # not on Ctrl-C: main() ends the group then
+    out = stdout + stderr
     log.write_text(out)
     took = time.perf_counter() - t0
     if code == 0:
@@ -153,12 +185,25 @@ def main(argv=None) -> int:
         if not ok:
             failed.append(target.name)
 
-    for target in (t for t in chosen if t.alone):
-        report(*one(target, AA_SECONDS), target)
-    with ThreadPoolExecutor(args.jobs) as pool:
+    # the targets run in their own sessions, out of reach of Ctrl-C or a kill of the check's process group:
+    # either ends them here (SIGTERM read as Ctrl-C)
+    before = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    pool = ThreadPoolExecutor(args.jobs)
+    try:
+        for target in (t for t in chosen if t.alone):
+            report(*one(target, AA_SECONDS), target)
         futures = {pool.submit(one, t): t for t in chosen if not t.alone}
         for future in as_completed(futures):
             report(*future.result(), futures[future])
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list(RUNNING):  # SIGTERM: torchrun passes it on to its ranks
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        raise
+    finally:
+        pool.shutdown()
+        signal.signal(signal.SIGTERM, before)
     print(f"gpu-check: {len(chosen) - len(failed)} of {len(chosen)} ok" + (f"; failed: {', '.join(sorted(failed))}"
                                                                           if failed else ""), flush=True)
     return 1 if failed else 0

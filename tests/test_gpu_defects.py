@@ -1,0 +1,129 @@
+"""What only a GPU machine would show, checked on a CPU: gpu-check's own tests and its timeouts."""
+import ast
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common.runners import gpucheck
+
+from conftest import REPO
+
+# --- make gpu-check ---------------------------------------------------------------------------------
+
+def _named_tests() -> set[str]:
+    """Every tests/....py (or tests/....py::name) a runner names, GPU_TESTS included."""
+    named = set(gpucheck.GPU_TESTS)
+    for path in (REPO / "common" / "runners").glob("*.py"):
+        named |= set(re.findall(r"tests/[\w/]+\.py(?:::\w+)?", path.read_text()))
+    return named
+
+
+def test_every_test_a_runner_names_exists():
+    for name in sorted(_named_tests()):
+        file, _, test = name.partition("::")
+        assert (REPO / file).is_file(), f"{name}: no such file"
+        if test:
+            tree = ast.parse((REPO / file).read_text())
+            defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            assert test in defined, f"{name}: no such test in {file}"
+    # the check's tests never start the check again
+    assert not {name.partition("::")[0] for name in gpucheck.GPU_TESTS} & {"tests/test_gpucheck.py",
+                                                                          "tests/test_gpu_defects.py"}
+
+
+def test_the_checks_tests_target_passes_at_cpu_sizes(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "common.runners.gpucheck", "--smoke", "--only", "tests",
+                           "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=os.environ)  # conftest's COOKBOOK_DATA_DIR and COOKBOOK_OFFLINE
+    log = tmp_path / "logs" / "tests.log"
+    assert proc.returncode == 0, proc.stdout + proc.stderr + (log.read_text()[-3000:] if log.exists() else "")
+    assert proc.stdout.splitlines()[-1] == "gpu-check: 1 of 1 ok"
+
+
+# a target that starts a child, which starts a grandchild; the child writes the three pids
+SPAWNS = """
+import subprocess, sys, time
+child = ("import os, subprocess, sys, time; g = subprocess.Popen(['sleep', '300']); "
+         "open(sys.argv[1], 'w').write(f'{os.getppid()} {os.getpid()} {g.pid}'); time.sleep(300)")
+subprocess.Popen([sys.executable, '-c', child, sys.argv[1]])
+print('started', flush=True)
+time.sleep(300)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    try:  # a zombie has ended; it waits for its (new) parent to read its exit
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return stat.parent.exists()
+
+
+def _pids(path: Path, within: float = 20) -> list[int]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().split()) == 3:
+            return [int(p) for p in path.read_text().split()]
+        time.sleep(0.05)
+    raise AssertionError("the target's child never wrote its pids")
+
+
+def _gone(pids: list[int], within: float = 10) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(_alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:  # what a failed check left behind (the test started them)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_a_timeout_ends_the_targets_children_and_grandchildren(tmp_path):
+    pid_file = tmp_path / "pids"
+    target = gpucheck.Target("spawns", ["-c", SPAWNS, str(pid_file)])
+    ok, line = gpucheck.run(target, tmp_path / "spawns.log", 2)
+    pids = _pids(pid_file, within=1)
+    try:
+        assert not ok and "timed out after 2 s" in line
+        assert "started" in (tmp_path / "spawns.log").read_text()  # its output so far, in its log
+        assert _gone(pids), "the target, its child or its grandchild outlived its timeout"
+    finally:
+        _kill(pids)
+
+
+def test_a_kill_of_the_check_ends_its_targets(tmp_path):
+    """The targets run in their own sessions, which a signal to the check's process group misses:
+    the check ends them itself."""
+    pid_file = tmp_path / "pids"
+    code = ("import sys; from common.runners import gpucheck\n"
+            f"t = gpucheck.Target('spawns', ['-c', {SPAWNS!r}, {str(pid_file)!r}])\n"
+            "gpucheck.targets = lambda smoke, out: [t]\n"
+            f"sys.exit(gpucheck.main(['--smoke', '--out', {str(tmp_path)!r}]))")
+    check = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    pids = []
+    try:
+        pids = _pids(pid_file)
+        check.send_signal(signal.SIGTERM)
+        check.communicate(timeout=30)
+        assert check.returncode != 0
+        assert _gone(pids), "the check's target or its children outlived the check"
+    finally:
+        check.kill()
+        check.wait()
+        _kill(pids)
