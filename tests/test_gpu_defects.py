@@ -1,4 +1,5 @@
-"""What only a GPU machine would show, checked on a CPU: gpu-check's own tests and its timeouts."""
+"""What only a GPU machine would show, checked on a CPU with stand-ins: gpu-check's own tests and its
+timeouts, and the doctor's kept losses."""
 import ast
 import os
 import re
@@ -6,8 +7,12 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
+import torch
+
+from common.measure import observer
 from common.runners import gpucheck
 
 from conftest import REPO
@@ -127,3 +132,19 @@ def test_a_kill_of_the_check_ends_its_targets(tmp_path):
         check.kill()
         check.wait()
         _kill(pids)
+
+
+# --- the doctor's kept losses -------------------------------------------------------------------------
+
+def test_a_kept_loss_is_its_value_when_kept_not_after_its_buffer_is_reused():
+    """A CUDA graph's output (torch.compile's reduce-overhead) is one buffer each replay writes over."""
+    obs = observer.Observer(types.SimpleNamespace(step="optimizer", fix=[]))
+    loss, outputs = torch.tensor(1.0), torch.ones(2, 3)
+    for value in (1.0, 2.0, 3.0):
+        loss.fill_(value)
+        outputs.fill_(value * 10)
+        obs.keep(loss)
+        obs.keep(outputs)
+    loss.fill_(-1.0)
+    outputs.fill_(-1.0)
+    assert torch.stack([x.float() for x in obs.losses]).tolist() == [1.0, 10.0, 2.0, 20.0, 3.0, 30.0]

@@ -234,9 +234,11 @@ class Observer:
 
     def keep(self, value) -> None:
         """A loss (or an output) for the step-by-step comparison of two runs: kept on its device, one
-        small reduction at most, read once the script has stopped."""
+        small reduction or copy, read once the script has stopped. A copy, since the tensor may be a
+        buffer the next step overwrites (a CUDA graph's output under torch.compile's reduce-overhead);
+        the mean is a new tensor already."""
         if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
-            self.losses.append(value.detach() if value.numel() == 1 else value.detach().float().mean())
+            self.losses.append(value.detach().clone() if value.numel() == 1 else value.detach().float().mean())
 
     def _optimizer_pre(self, optimizer, args, kwargs):
         if self.pid != os.getpid() or self.busy:
