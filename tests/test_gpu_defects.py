@@ -1,5 +1,5 @@
 """What only a GPU machine would show, checked on a CPU with stand-ins: gpu-check's own tests and its
-timeouts, and the doctor's kept losses."""
+timeouts, the doctor's kept losses, and the timers, peaks and memory timeline of a run on cuda:1."""
 import ast
 import os
 import re
@@ -10,9 +10,10 @@ import time
 import types
 from pathlib import Path
 
+import pytest
 import torch
 
-from common.measure import observer
+from common.measure import memory, observer, profiling, timing
 from common.runners import gpucheck
 
 from conftest import REPO
@@ -148,3 +149,89 @@ def test_a_kept_loss_is_its_value_when_kept_not_after_its_buffer_is_reused():
     loss.fill_(-1.0)
     outputs.fill_(-1.0)
     assert torch.stack([x.float() for x in obs.losses]).tolist() == [1.0, 10.0, 2.0, 20.0, 3.0, 30.0]
+
+
+# --- a run on cuda:1, the current device being cuda:0 -------------------------------------------------
+
+def _index(device) -> int:
+    """torch's reading of a device argument: None, or a device without an index, is the current one."""
+    if isinstance(device, int):
+        return device
+    device = None if device is None else torch.device(device)
+    return torch.cuda.current_device() if device is None or device.index is None else device.index
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """torch.cuda's events, streams, peaks and sync, each call logged with the device it acts on."""
+    calls = []
+
+    class Stream:
+        def __init__(self, device):
+            self.device_index = device
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.device = None
+
+        def record(self, stream=None):
+            stream = stream or Stream(torch.cuda.current_device())  # torch's default: the current device's
+            assert self.device in (None, stream.device_index), "an event records on one device only"
+            self.device = stream.device_index  # created on its first stream's device
+            calls.append(("record", stream.device_index))
+
+        def elapsed_time(self, end):
+            assert self.device == end.device
+            return 1.0
+
+    def logged(name, value=0):
+        def call(device=None):
+            calls.append((name, _index(device)))
+            return value
+        return call
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream(_index(device)))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    for name in ("reset_peak_memory_stats", "synchronize"):
+        monkeypatch.setattr(torch.cuda, name, logged(name))
+    for name in ("max_memory_allocated", "max_memory_reserved"):
+        monkeypatch.setattr(torch.cuda, name, logged(name, 2**20))
+    return calls
+
+
+def test_the_timers_and_peaks_of_a_run_on_cuda1_are_cuda1s(fake_cuda):
+    device = torch.device("cuda", 1)
+    steps, data = timing.StepTimer(device, 2), timing.DataTimer(device, 2)
+    phases = timing.PhaseTimer(device)
+    memory.reset_peak(device)
+    for i in range(2):
+        steps.start(i)
+        data.start(i)
+        data.stop(i)
+        phases.stop(i, "forward", phases.start())
+        steps.stop(i)
+    assert steps.step_ms() == [1.0, 1.0] and data.device_ms() == [1.0, 1.0]
+    assert phases.phase_ms() == {"forward": [1.0, 1.0]}
+    assert memory.peak(device).peak_mb == 1.0
+    assert {name for name, _ in fake_cuda} == {"record", "reset_peak_memory_stats", "synchronize",
+                                               "max_memory_allocated", "max_memory_reserved"}
+    assert [call for call in fake_cuda if call[1] != 1] == []
+
+
+def test_an_unnumbered_cuda_device_is_the_current_one(fake_cuda, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    memory.reset_peak(torch.device("cuda"))
+    memory.peak(torch.device("cuda"))
+    assert fake_cuda == [("reset_peak_memory_stats", 1), ("max_memory_allocated", 1), ("max_memory_reserved", 1)]
+
+
+@pytest.mark.parametrize("device, current, wanted", [(torch.device("cuda", 1), 0, "cuda:1"),
+                                                      (torch.device("cuda"), 3, "cuda:3"),
+                                                      (torch.device("cpu"), 0, "cpu")])
+def test_the_memory_timeline_is_the_runs_device(tmp_path, monkeypatch, device, current, wanted):
+    asked = []
+    prof = types.SimpleNamespace(export_memory_timeline=lambda path, device=None: asked.append(device))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
+    found = profiling.memory_artifacts(prof, tmp_path, "rank1", device, snapshot=False)
+    assert asked == [wanted] and found.timeline

@@ -296,6 +296,8 @@ def memory_artifacts(prof, out_dir: Path, worker: str, device: torch.device, sna
     optimizer state...) and, on CUDA, the allocator snapshot recorded over the profiled steps."""
     import warnings
 
+    from common.measure import memory
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     found = MemoryArtifacts()
@@ -303,7 +305,8 @@ def memory_artifacts(prof, out_dir: Path, worker: str, device: torch.device, sna
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # deprecated in newest torch, still there
-            prof.export_memory_timeline(str(timeline), device="cuda:0" if device.type == "cuda" else "cpu")
+            prof.export_memory_timeline(str(timeline), device=f"cuda:{memory.cuda_index(device)}"
+                                        if device.type == "cuda" else "cpu")
         found.timeline = str(timeline)
     except Exception as e:  # an older or newer torch without it
         found.notes.append(f"memory timeline unavailable ({type(e).__name__}: {str(e)[:120]})")

@@ -10,35 +10,45 @@ import numpy as np
 import torch
 
 
-def _events(n: int) -> list:
+def _record(event, device: torch.device) -> None:
+    """On the current stream of the run's device, which need not be the current device (a script on
+    cuda:1 without set_device): an event belongs to the device of its first stream. A device without an
+    index is the current one, torch's default."""
+    if device.index is None:
+        event.record()
+    else:
+        event.record(torch.cuda.current_stream(device))
+
+
+def _events(n: int, device: torch.device) -> list:
     """n timing events, each recorded once now: CUDA creates an event on its first record, and that
     creation (cudaEventCreate) must not happen inside a timed step."""
     events = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for e in events:
-        e.record()
+        _record(e, device)
     return events
 
 
 class StepTimer:
     def __init__(self, device: torch.device, steps: int):
-        self.cuda = device.type == "cuda"
+        self.cuda, self.device = device.type == "cuda", device
         self.steps = steps
         if self.cuda:
             # created up front so that no allocation happens inside the timed loop
-            self.starts, self.ends = _events(steps), _events(steps)
+            self.starts, self.ends = _events(steps, device), _events(steps, device)
         else:
             self.starts = [0.0] * steps
             self.ends = [0.0] * steps
 
     def start(self, i: int) -> None:
         if self.cuda:
-            self.starts[i].record()
+            _record(self.starts[i], self.device)
         else:
             self.starts[i] = time.perf_counter()
 
     def stop(self, i: int) -> None:
         if self.cuda:
-            self.ends[i].record()
+            _record(self.ends[i], self.device)
         else:
             self.ends[i] = time.perf_counter()
 
@@ -46,7 +56,7 @@ class StepTimer:
         """Milliseconds per step for the first n steps; on CUDA this is the run's one sync point."""
         n = self.steps if n is None else n
         if self.cuda:
-            torch.cuda.synchronize()  # note: this is a sync point, after the timed loop
+            torch.cuda.synchronize(self.device)  # note: this is a sync point, after the timed loop
             return [s.elapsed_time(e) for s, e in zip(self.starts[:n], self.ends[:n])]
         return [(e - s) * 1000.0 for s, e in zip(self.starts[:n], self.ends[:n])]
 
@@ -64,7 +74,7 @@ class PhaseTimer:
     waiting (for data, say) shows as GPU time too: the GPU had nothing else to do."""
 
     def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
+        self.cuda, self.device = device.type == "cuda", device
         self.marks = []  # (step, phase, start, end)
 
         self.peaks = {}  # phase -> the highest allocator peak seen inside it (CUDA), MB
@@ -73,27 +83,27 @@ class PhaseTimer:
     def _mark(self):
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
-            event.record()
+            _record(event, self.device)
             return event
         return time.perf_counter()
 
     def start(self):
         if self.cuda:
-            torch.cuda.reset_peak_memory_stats()  # host-side allocator counters: no sync
+            torch.cuda.reset_peak_memory_stats(self.device)  # host-side allocator counters: no sync
         return self._mark()
 
     def stop(self, step: int, phase: str, started) -> None:
         self.marks.append((step, phase, started, self._mark()))
         if self.cuda:
-            peak = torch.cuda.max_memory_allocated() / 2**20
+            peak = torch.cuda.max_memory_allocated(self.device) / 2**20
             self.peaks[phase] = max(self.peaks.get(phase, 0.0), peak)
             # start() resets the peaks at every phase, so the run's reserved peak is kept here too
-            self.reserved_peak_mb = max(self.reserved_peak_mb, torch.cuda.max_memory_reserved() / 2**20)
+            self.reserved_peak_mb = max(self.reserved_peak_mb, torch.cuda.max_memory_reserved(self.device) / 2**20)
 
     def phase_ms(self) -> dict[str, list[float]]:
         """phase -> milliseconds per timed step (steps where the phase did not run count 0)."""
         if self.cuda:
-            torch.cuda.synchronize()  # note: a sync point, after the timed loop
+            torch.cuda.synchronize(self.device)  # note: a sync point, after the timed loop
         steps = 1 + max((m[0] for m in self.marks), default=-1)
         out = {}
         for step, phase, a, b in self.marks:
@@ -113,21 +123,21 @@ class DataTimer:
     gap is the GPU waiting for data; for a pipeline already on the GPU it is its few small kernels."""
 
     def __init__(self, device: torch.device, steps: int):
-        self.cuda = device.type == "cuda"
+        self.cuda, self.device = device.type == "cuda", device
         self.host = [0.0] * steps
         self._t = 0.0
         if self.cuda:
-            self.before, self.after = _events(steps), _events(steps)
+            self.before, self.after = _events(steps, device), _events(steps, device)
 
     def start(self, i: int) -> None:
         if self.cuda:
-            self.before[i].record()
+            _record(self.before[i], self.device)
         self._t = time.perf_counter()
 
     def stop(self, i: int) -> None:
         self.host[i] = time.perf_counter() - self._t
         if self.cuda:
-            self.after[i].record()
+            _record(self.after[i], self.device)
 
     def host_ms(self) -> list[float]:
         return [h * 1000.0 for h in self.host]
