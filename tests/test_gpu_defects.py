@@ -1,5 +1,6 @@
 """What only a GPU machine would show, checked on a CPU with stand-ins: gpu-check's own tests and its
-timeouts, the doctor's kept losses, and the timers, peaks and memory timeline of a run on cuda:1."""
+timeouts, the NVML handle of the GPU torch uses, the doctor's kept losses, and the timers, peaks and
+memory timeline of a run on cuda:1."""
 import ast
 import os
 import re
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.measure import memory, observer, profiling, timing
+from common.measure import gpu_monitor, memory, observer, profiling, timing
 from common.runners import gpucheck
 
 from conftest import REPO
@@ -133,6 +134,84 @@ def test_a_kill_of_the_check_ends_its_targets(tmp_path):
         check.kill()
         check.wait()
         _kill(pids)
+
+
+# --- the NVML handle ----------------------------------------------------------------------------------
+
+class Uuid:
+    """As torch's _CUuuid: the bare 8-4-4-4-12 hex, without NVML's "GPU-"."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __str__(self):
+        return self.text
+
+
+PHYSICAL = [  # NVML's order (PCI): uuid, (domain, bus, device)
+    ("00000000-0000-0000-0000-0000000000a0", (0, 0x17, 0)),
+    ("00000000-0000-0000-0000-0000000000a1", (0, 0x65, 0)),
+    ("00000000-0000-0000-0000-0000000000a2", (1, 0xca, 0)),
+]
+
+
+class Nvml:
+    """A stand-in pynvml with three GPUs: a handle is "gpu<NVML index>"."""
+
+    def __init__(self, by_uuid=True):
+        self.by_uuid = by_uuid
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return f"gpu{i}"
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        if not self.by_uuid:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return next(f"gpu{i}" for i, (u, _) in enumerate(PHYSICAL) if f"GPU-{u}" == uuid)
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus_id):
+        domain, bus, rest = bus_id.split(":")
+        device = rest.split(".")[0]
+        wanted = (int(domain, 16), int(bus, 16), int(device, 16))
+        return next(f"gpu{i}" for i, (_, pci) in enumerate(PHYSICAL) if pci == wanted)
+
+
+def _visible(monkeypatch, visible: str, current: int = 0):
+    """torch as it is under CUDA_VISIBLE_DEVICES=`visible`: cuda:i is physical GPU visible[i]."""
+    order = [int(v) for v in visible.split(",")]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+
+    def properties(i):
+        uuid, (domain, bus, device) = PHYSICAL[order[i]]
+        return types.SimpleNamespace(uuid=Uuid(uuid), pci_domain_id=domain, pci_bus_id=bus, pci_device_id=device)
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
+
+
+@pytest.mark.parametrize("by_uuid", [True, False], ids=["by uuid", "by pci bus id"])
+def test_the_monitor_watches_the_gpu_torch_computes_on(monkeypatch, by_uuid):
+    monkeypatch.setattr(gpu_monitor, "_nvml", lambda: Nvml(by_uuid))
+    _visible(monkeypatch, "2")
+    mon = gpu_monitor.GpuMonitor(torch.device("cuda", 0))
+    assert mon.handle == "gpu2" and mon.notice is None
+    _visible(monkeypatch, "1,0", current=1)
+    assert gpu_monitor.GpuMonitor(torch.device("cuda", 0)).handle == "gpu1"
+    assert gpu_monitor.GpuMonitor(torch.device("cuda", 1)).handle == "gpu0"
+    assert gpu_monitor.GpuMonitor(torch.device("cuda")).handle == "gpu0"  # the current device: cuda:1
+
+
+def test_the_monitor_falls_back_to_the_index_with_a_notice(monkeypatch):
+    def no_cuda(i):
+        raise RuntimeError("no CUDA")
+
+    monkeypatch.setattr(gpu_monitor, "_nvml", lambda: Nvml())
+    monkeypatch.setattr(torch.cuda, "get_device_properties", no_cuda)
+    mon = gpu_monitor.GpuMonitor(torch.device("cuda", 1))
+    assert mon.handle == "gpu1" and "found by index" in mon.notice
 
 
 # --- the doctor's kept losses -------------------------------------------------------------------------

@@ -9,7 +9,10 @@ import os
 import threading
 import time
 
+import torch
+
 from common.analysis.results import GpuReport
+from common.measure import memory
 
 # clocks-event (throttle) reason bits from nvml.h; GPU idle is not a slowdown
 THROTTLE_BITS = {
@@ -30,6 +33,28 @@ def _nvml():
     return pynvml
 
 
+def _handle(nvml, device: torch.device):
+    """(NVML handle, notice) of the GPU torch computes on. NVML numbers the GPUs in PCI order and ignores
+    CUDA_VISIBLE_DEVICES, so cuda:0 may be NVML's GPU 2: found by its UUID, else its PCI address."""
+    index = device.index
+    try:
+        index = memory.cuda_index(device)
+        props = torch.cuda.get_device_properties(index)
+        lookups = (lambda: nvml.nvmlDeviceGetHandleByUUID(f"GPU-{props.uuid}"),  # torch's UUID has no prefix
+                   lambda: nvml.nvmlDeviceGetHandleByPciBusId(
+                       f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"))
+    except Exception:
+        lookups = ()
+    for lookup in lookups:
+        try:
+            return lookup(), None
+        except Exception:
+            pass
+    index = index or 0
+    return nvml.nvmlDeviceGetHandleByIndex(index), (f"GPU monitor: NVML's GPU {index}, found by index, may not be "
+                                                    f"cuda:{index} (CUDA_VISIBLE_DEVICES renumbers them)")
+
+
 class GpuMonitor:
     def __init__(self, device, interval_s: float = 0.1):
         self.interval_s = interval_s
@@ -43,7 +68,7 @@ class GpuMonitor:
         try:
             nvml = _nvml()
             nvml.nvmlInit()
-            self.handle = nvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+            self.handle, self.notice = _handle(nvml, device)
             self.nvml = nvml
         except Exception as e:  # no pynvml, or no NVML driver library
             self.notice = f"GPU monitor off: NVML unavailable ({type(e).__name__})"
