@@ -113,7 +113,8 @@ def test_the_phase_timer_keeps_the_largest_reserved_peak(monkeypatch):
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: None)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: 100 * 2**20)
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda *a: next(reserved))
-    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing: type("E", (), {"record": lambda self: None})())
+    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing: type("E", (), {"record": lambda self, s: None})())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "stream")
     timer = timing.PhaseTimer(torch.device("cuda"))
     for phase in ("forward", "backward", "optimizer"):
         timer.stop(0, phase, timer.start())

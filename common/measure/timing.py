@@ -12,12 +12,8 @@ import torch
 
 def _record(event, device: torch.device) -> None:
     """On the current stream of the run's device, which need not be the current device (a script on
-    cuda:1 without set_device): an event belongs to the device of its first stream. A device without an
-    index is the current one, torch's default."""
-    if device.index is None:
-        event.record()
-    else:
-        event.record(torch.cuda.current_stream(device))
+    cuda:1 without set_device): an event belongs to the device of its first stream."""
+    event.record(torch.cuda.current_stream(device))
 
 
 def _events(n: int, device: torch.device) -> list:
