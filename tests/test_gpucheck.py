@@ -8,7 +8,7 @@ import pytest
 from common import catalog
 from common.runners import gpucheck
 
-from conftest import REPO
+from conftest import REPO, run_module
 
 
 def test_the_check_covers_every_recipe_sweep_ladder_and_diagnosis(tmp_path, monkeypatch):
@@ -84,3 +84,19 @@ def test_an_ok_line_shows_the_last_line_its_target_tells(tmp_path):
                              tells="A/A: ")
     ok, line = gpucheck.run(target, tmp_path / "aa.log", 60)
     assert ok and line.startswith("ok      aa") and line.endswith("  A/A: 1.01x, 0.99-1.03")
+
+
+def test_it_prints_the_device_profile_first_and_says_what_the_gpu_lacks(tmp_path):
+    """As on a P100 (sm_60, simulated on this CPU): TF32 and Inductor missing, said on the targets' lines,
+    nothing timed for them."""
+    proc = run_module("common.runners.gpucheck", "--smoke", "--only", "recipe-precision,sweep-compile",
+                      "--out", str(tmp_path), env={"COOKBOOK_DEVICE_PROFILE": "P100"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("gpu-check: device profile: Tesla P100-PCIE-16GB (sm_60, simulated), 17.1 GB: "
+                               "AMP in float16 with a GradScaler; TF32 no; torch.compile (Inductor) no")
+    precision = next(line for line in lines if "recipe-precision" in line)
+    sweep = next(line for line in lines if "sweep-compile" in line)
+    assert precision.startswith("ok")
+    assert "not applicable on Tesla P100-PCIE-16GB (sm_60, simulated): no TF32" in precision
+    assert sweep.startswith("ok") and "no Triton" in sweep

@@ -41,6 +41,7 @@ FEW_STEPS = ["--steps", "20", "--warmup", "3", "--min-time", "0"]  # small sizes
 DOCTOR_FEW = ["--warmup", "3", "--steps", "10", "--time", "5", "--profile-steps", "2"]
 
 
+NOT_APPLICABLE = "not applicable on "  # what a recipe, a sweep or a ladder rung prints where the GPU lacks it
 AA_SECONDS = 200  # the A/A's share of the budget at most: 6 to 12 processes of a few seconds
 TRY_BUDGET = 150  # the doctor's --try on a baseline, within the check's budget
 GRACE_S = 5  # a timed-out target's processes get this long after SIGTERM, then SIGKILL
@@ -52,7 +53,7 @@ class Target:
     name: str
     cmd: list[str]
     alone: bool = False  # runs before the others, with the machine to itself (a timing that means something)
-    tells: str | None = None  # a line of its output that starts so is shown on its ok line
+    tells: str | None = None  # the last line of its output that holds this is shown on its ok line
 
 
 def targets(smoke: bool, out: Path) -> list[Target]:
@@ -65,12 +66,15 @@ def targets(smoke: bool, out: Path) -> list[Target]:
     found = [Target("aa", ["-m", "common.runners.compare", "amp", "--aa", "--workloads", "churn", *rounds, *size,
                            *(["--reports-dir", str(out)] if smoke else [])], alone=True, tells="A/A: ")]
     found += [Target("tests", ["-m", "pytest", "-q", "-x", *GPU_TESTS])]
-    found += [Target(f"recipe-{r}", ["-m", "common.runners.compare", r, *common, *tail]) for r in catalog.available()]
+    # a technique this GPU lacks is said on the target's line ("not applicable on Tesla T4 (sm_75): no TF32")
+    found += [Target(f"recipe-{r}", ["-m", "common.runners.compare", r, *common, *tail], tells=NOT_APPLICABLE)
+              for r in catalog.available()]
     for r in catalog.swept():
         values = catalog.settings(r).SWEEP["values"]["smoke" if smoke else "cuda"]
         points = ",".join(str(v) for v in dict.fromkeys([values[0], values[-1]]))  # both ends of the range
-        found.append(Target(f"sweep-{r}", ["-m", "common.runners.sweep", r, "--values", points, *common, *tail]))
-    found.append(Target("ladder", ["-m", "common.runners.climb", *common, *tail]))
+        found.append(Target(f"sweep-{r}", ["-m", "common.runners.sweep", r, "--values", points, *common, *tail],
+                            tells=NOT_APPLICABLE))
+    found.append(Target("ladder", ["-m", "common.runners.climb", *common, *tail], tells=NOT_APPLICABLE))
     found += [Target(f"diagnose-{w}", ["-m", "common.runners.diagnose", w, "--reports-dir", str(out), *size, *tail])
               for w in ("churn", "resnet18")]
     # the doctor on both baselines as plain scripts: its CUDA events, NVML and HTA on a user's script
@@ -80,7 +84,8 @@ def targets(smoke: bool, out: Path) -> list[Target]:
     # the doctor's --try on a baseline: its fixes applied from outside and timed (the GPU-only ones too)
     script = "baselines/churn_mlp.py" if smoke else "baselines/resnet18_cifar10.py"
     found.append(Target("doctor-try", ["-m", "common.runners.doctor", script, "--reports-dir", str(out), *DOCTOR_FEW,
-                                       "--try", "--try-budget", str(TRY_BUDGET), *(["--", *size] if size else [])]))
+                                       "--try", "--try-budget", str(TRY_BUDGET), *(["--", *size] if size else [])],
+                         tells=NOT_APPLICABLE))
     if not smoke and shutil.which("ncu"):  # CUDA kernels, where Nsight Compute is installed: one step, replayed
         found.append(Target("ncu-amp", ["-m", "common.runners.ncu", "amp", "--workloads", "resnet18",
                                         "--reports-dir", str(out), "--", "--warmup", "3"]))
@@ -132,7 +137,7 @@ def run(target: Target, log: Path, timeout: float) -> tuple[bool, str]:
     log.write_text(out)
     took = time.perf_counter() - t0
     if code == 0:
-        told = [line for line in out.splitlines() if target.tells and line.startswith(target.tells)]
+        told = [line for line in out.splitlines() if target.tells and target.tells in line]
         return True, f"ok      {target.name:<26} {took:6.1f} s" + (f"  {told[-1]}" if told else "")
     why = f"timed out after {timeout:.0f} s" if code is None else f"exit {code}"
     return False, f"FAILED  {target.name:<26} {took:6.1f} s  {why}: {last_line(out)} (log: {log})"
@@ -169,6 +174,7 @@ def main(argv=None) -> int:
         return 0
     (out / "logs").mkdir(parents=True, exist_ok=True)
     deadline = time.perf_counter() + args.budget
+    print(f"gpu-check: device profile: {launch.device_profile(not args.smoke).summary()}", flush=True)
     print(f"gpu-check: {len(chosen)} targets, {args.jobs} at a time, within {args.budget} s; reports and logs in "
           f"{out}", flush=True)
 
