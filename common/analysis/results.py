@@ -792,6 +792,7 @@ class Observation(Record):
     result: RunResult | None = None  # None: too few steps were measured
     ops: OpsSeen | None = None
     fixes: dict[str, str] = field(default_factory=dict)  # --fix name -> "applied" or why not (measure.fixes)
+    cwd: str | None = optional()  # the folder the script ran in (its relative paths are read from there)
 
 
 @dataclass

@@ -57,6 +57,7 @@ from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
 from common.measure.process import interrupt_on_sigterm
 from common.measure.profiling import mark_rank, profiler
+from common.measure.settings import CLOSURE
 from common.measure.stages import Phases, compile_stats, eager_compiled, read_evidence, shut_down
 from common.measure.timing import PhaseTimer, StepTimer, data_shares, synchronize
 
@@ -250,6 +251,30 @@ class Observer:
         self.flags.setdefault(name, {k: optimizer.defaults.get(k) for k in ("foreach", "fused")})
         self._enter("optimizer")
         self.busy += 1
+        return self._closure_outside(args, kwargs)
+
+    def _closure_outside(self, args, kwargs):
+        """A step given a closure (Lightning's automatic optimization, LBFGS) runs the forward and
+        backward inside it: they are the step's forward and backward, not optimizer time. The
+        closure is wrapped so that, while it runs, the optimizer phase is left and the hooks count
+        (its loss kept, a fix's autocast applied); the new (args, kwargs) go to the step."""
+        in_args = len(args) > 1 and callable(args[1])  # args[0] is the optimizer itself (profile_hook_step)
+        closure = args[1] if in_args else kwargs.get("closure")
+        if not callable(closure):
+            return None
+
+        def outside(*a, **k):
+            self.busy -= 1
+            self._leave("optimizer")
+            try:
+                with torch.profiler.record_function(CLOSURE) if self.phases and self.phases.profiling \
+                        else contextlib.nullcontext():
+                    return closure(*a, **k)
+            finally:
+                self._enter("optimizer")
+                self.busy += 1
+
+        return ((args[0], outside, *args[2:]), kwargs) if in_args else (args, {**kwargs, "closure": outside})
 
     def _optimizer_post(self, optimizer, args, kwargs):
         if self.pid != os.getpid() or id(optimizer) not in self.optimizers or not self.busy:
@@ -488,7 +513,8 @@ class Observer:
                           steps_seen=self.ends, ended=how, stage=self.stage, optimizers=list(self.optimizers.values()),
                           optimizer_flags=self.flags, zero_grad=self.zero_grad,
                           models=list(self.top_modules.values()), model_calls=self.calls, batches=self.batches,
-                          loaders=list(self.loaders.values()), result=self.result, fixes=dict(self.fixes.said))
+                          loaders=list(self.loaders.values()), result=self.result, fixes=dict(self.fixes.said),
+                          cwd=os.getcwd())
         if self.result is not None:
             self.result.compile, self.result.total_s = compile_stats(), time.perf_counter() - self.t_start
             # note: this is a sync point, after the script stopped

@@ -2,12 +2,16 @@
 built, the batch it feeds, and from the profiled steps' trace (recorded with shapes) the dtype of
 its matmuls and convolutions, the memory layout of its convolutions' inputs, whether its optimizer
 runs per-parameter for-loops, foreach or fused kernels, and whether zero_grad writes zeros."""
+import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
 from common.analysis.results import LoaderSettings, OpsSeen
 from common.measure.profiling import read_trace
+
+CLOSURE = "doctor: optimizer closure"  # common.measure.observer's range around a step's closure
 
 # the ops each matmul or convolution goes through once autocast has cast its inputs
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm")
@@ -16,10 +20,13 @@ DTYPES = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16
 
 
 def batch_size_of(batch) -> int | None:
-    """The first dimension of the first tensor in a batch (a tensor, a tuple, a list or a dict)."""
+    """The first dimension of the first tensor in a batch: a tensor, a tuple or list, a Mapping (a
+    dict, Hugging Face's BatchEncoding) or a dataclass of them."""
     if isinstance(batch, torch.Tensor):
         return int(batch.shape[0]) if batch.dim() else None
-    items = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (tuple, list)) else ()
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        batch = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
+    items = batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (tuple, list)) else ()
     for item in items:
         found = batch_size_of(item)
         if found:
@@ -72,8 +79,9 @@ def read(trace_path: Path) -> OpsSeen:
                 add(seen.conv_layouts, layout)
     annotations = [e for e in events if e.get("cat") == "user_annotation"]
     steps = [r for r in annotations if str(r.get("name", "")).startswith("Optimizer.step#")]
+    closures = [r for r in annotations if r.get("name") == CLOSURE]  # the forward and backward a step ran
     if steps:
-        inside = {e["name"] for e in ops if _inside(e, steps)}
+        inside = {e["name"] for e in ops if _inside(e, steps) and not _inside(e, closures)}
         seen.optimizer = ("fused" if any("_fused_" in name for name in inside)
                           else "foreach" if any("_foreach_" in name for name in inside) else "for-loop")
     zeroing = [r for r in annotations if str(r.get("name", "")).startswith("Optimizer.zero_grad#")]

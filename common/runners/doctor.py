@@ -3,10 +3,10 @@
     make doctor SCRIPT=path/to/train.py ARGS='its own args' [FLAGS='--step forward' | FLAGS='--try']
     python -m common.runners.doctor path/to/train.py [--step optimizer|forward|batch] [--warmup N]
         [--steps N] [--time S] [--profile-steps N] [--try [FIX,...|all]] [--try-budget S]
-        [--reports-dir DIR] [--cpus LIST] -- its own args
+        [--reports-dir DIR] [--cpus LIST] [--cwd DIR] -- its own args
 
-The script runs in a child process (common.measure.observer) from the current folder, with its own
-arguments, as `python train.py` would run it; the measurement is installed around it (optimizer
+The script runs in a child process (common.measure.observer) in its own folder (or --cwd DIR), with
+its own arguments, as `cd folder && python train.py` would run it; the measurement is installed around it (optimizer
 step hooks, the DataLoader's iterator, the model's calls, backward), and the script is stopped once
 warm-up, timed, profiled and FLOP-counted steps are done. The verdict ranks what each suspect costs
 (data loading, host syncs, launch overhead, compute, the script's own code) with the cost model of
@@ -53,6 +53,8 @@ def parse_args(argv):
     p.add_argument("--reports-dir", default=str(env.REPO_ROOT / "reports"),
                    type=lambda d: str(Path(d).absolute()), help="where the report goes (default reports/)")
     p.add_argument("--cpus", metavar="LIST", help="pin the script to these cores, e.g. 1-15")
+    p.add_argument("--cwd", metavar="DIR", help="the folder the script runs in, where its relative paths are read "
+                                               "(default: the script's own folder, as `cd folder && python train.py`)")
     p.add_argument("--try", dest="try_fixes", nargs="?", const="", metavar="FIX,...",
                    help="then apply each fix to the script from outside and measure it there: the applicable ones "
                         f"(bare --try), the ones named, or all ({', '.join(catalog_fixes.FIXES)})")
@@ -71,7 +73,20 @@ def parse_args(argv):
     path = Path(args.script)
     if not path.is_file():
         raise CookbookError(f"{args.script}: no such file; give the path of your Python script")
+    args.cwd = Path(args.cwd).absolute() if args.cwd else path.resolve().parent
+    if not args.cwd.is_dir():
+        raise CookbookError(f"--cwd {args.cwd}: no such folder; give the folder the script should run in")
     return args
+
+
+def missing_path(outcome, cwd: Path) -> str | None:
+    """One line for a script that could not find a file: the folder it ran in, and the flag."""
+    said = next((line.strip() for line in reversed(outcome.tail)
+                 if "No such file or directory" in line or line.strip().startswith("FileNotFoundError:")), None)
+    if said is None:
+        return None
+    return (f"doctor: the script ran in {cwd} and could not find a file ({said[-160:]}); its relative paths are "
+            "read from there: --cwd DIR runs it elsewhere (make doctor FLAGS='--cwd DIR')")
 
 
 def main(argv=None) -> int:
@@ -89,8 +104,10 @@ def main(argv=None) -> int:
     print(f"doctor: running {shlex.join([os.path.relpath(script), *args.script_args])} "
           f"(log: {out_dir / 'observation.log'})", flush=True)
     outcome = launch.child(["-m", "common.measure.observer"], flags, out_dir / "observation.json", cpus=cpus,
-                           echo=launch.echo, read=None, cwd=Path.cwd())
+                           echo=launch.echo, read=None, cwd=args.cwd)
     if outcome.kind != "ok":
+        if outcome.returncode != EXIT_COOKBOOK_FAULT and (line := missing_path(outcome, args.cwd)):
+            print(line, file=sys.stderr)
         who = ("the cookbook's own code failed (a bug in the cookbook, not your script)"
                if outcome.returncode == EXIT_COOKBOOK_FAULT else "the script failed")
         print(f"doctor: {who} (exit {outcome.returncode}) after {outcome.seconds:.0f} s; "
@@ -110,7 +127,7 @@ def main(argv=None) -> int:
     if args.try_fixes is not None:
         plan = trials.Plan(script=script, script_args=args.script_args, cpus=cpus, out_dir=out_dir / "try",
                            flags=trial_flags(args), profile_steps=args.profile_steps,
-                           budget_s=args.try_budget or TRY_BUDGET, started=time.perf_counter())
+                           budget_s=args.try_budget or TRY_BUDGET, started=time.perf_counter(), cwd=args.cwd)
         tried = trials.run(obs, args.fix_names, plan, args.test_fixes)
         write_result(out_dir / "trials.json", tried)
     found = figures.read(env.REPO_ROOT / "reports", catalog.available())

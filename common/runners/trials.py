@@ -58,6 +58,7 @@ class Plan:
     cpus: list
     budget_s: float
     started: float = field(default_factory=time.perf_counter)
+    cwd: Path | None = None  # the folder the script runs in (the runner's --cwd, else the script's own)
     observed: dict = field(default_factory=dict)  # (arm, round) -> Observation, of the stage under way
     stage: str = "each"  # "each" fix against the unchanged script, then the winners "together"
 
@@ -73,7 +74,8 @@ def run_arm(plan: Plan, arm: tuple[str, ...], round_no: int) -> launch.Outcome:
     profile = max(plan.profile_steps, 2) if round_no == 1 else 0  # round 1's trace proves the fix took effect
     flags = [*plan.flags, "--profile-steps", str(profile), "--trace-dir", str(plan.out_dir / "traces" / name),
              *[x for fix in arm for x in ("--fix", fix)], "--", str(plan.script), *plan.script_args]
-    outcome = launch.child(["-m", "common.measure.observer"], flags, out, cpus=plan.cpus, read=None, cwd=Path.cwd())
+    outcome = launch.child(["-m", "common.measure.observer"], flags, out, cpus=plan.cpus, read=None,
+                           cwd=plan.cwd or plan.script.parent)
     if outcome.kind != "ok":
         return outcome
     obs = read_result(out, Observation, "make doctor SCRIPT=... FLAGS='--try'")
@@ -145,6 +147,9 @@ def noise(plan: Plan, rule: dict) -> tuple[bool | None, float, float, str]:
     if a is None or b is None:
         return None, 0.0, 0.0, ("One unchanged run only: the script's own run-to-run noise is unknown, and each "
                                 "fix's losses are held to its recipe's rule alone")
+    if not (a.result.losses and b.result.losses):  # nothing to compare is not "the same losses"
+        return None, 0.0, 0.0, ("No losses seen in the unchanged runs (no backward the doctor could see): the "
+                                "script's determinism is unknown, and parity compares nothing")
     p = parity(a.result, b.result, {**rule, "early_steps": 5})
     if not p.early_max_rel and not p.max_rel:
         return True, 0.0, 0.0, "The script is deterministic: two unchanged runs gave the same losses, step by step"

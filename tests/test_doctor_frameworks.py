@@ -1,0 +1,93 @@
+"""The doctor on the scripts people run, as a new user meets it: a fresh clone with no data folder,
+a step run through a closure (Lightning, LBFGS), batches that are Mappings or dataclasses (Hugging
+Face's BatchEncoding), a script whose paths are relative to its own folder."""
+import dataclasses
+import json
+from collections import OrderedDict
+
+import torch
+
+from common.measure import settings
+
+from conftest import REPO, run_module
+
+PLAIN = REPO / "tests" / "plain"
+FEW = ["--warmup", "2", "--steps", "20", "--time", "1", "--profile-steps", "2"]
+
+
+def _observation(reports):
+    return json.loads(next(reports.glob("results/doctor/*/*/observation.json")).read_text())
+
+
+def test_a_fresh_clones_first_doctor_run_writes_its_report(tmp_path):
+    """The README's example with no data folder yet (a fresh clone): the ceilings' lock file is made
+    with its folder, not opened in one that does not exist."""
+    reports = tmp_path / "reports"
+    proc = run_module("common.runners.doctor", str(PLAIN / "loader_bound.py"), "--reports-dir", str(reports),
+                      env={"COOKBOOK_DATA_DIR": str(tmp_path / "fresh-clone" / "data")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert list(reports.glob("doctor_loader_bound_*.md"))
+
+
+def test_a_step_through_a_closure_has_its_forward_backward_and_losses(tmp_path):
+    """optimizer.step(closure): the forward and backward inside it are the step's, its loss is kept,
+    and the clipping's foreach ops inside it do not make a for-loop optimizer look foreach."""
+    proc = run_module("common.runners.doctor", str(PLAIN / "closure.py"), "--reports-dir", str(tmp_path), *FEW)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    obs = _observation(tmp_path)
+    phases = obs["result"]["timing"]["phase_ms"]
+    assert {"forward", "backward", "optimizer"} <= set(phases)
+    assert phases["optimizer"]["median_ms"] < phases["forward"]["median_ms"] + phases["backward"]["median_ms"]
+    assert len(obs["result"]["losses"]) >= 20 and obs["ops"]["optimizer"] == "for-loop"
+
+
+@dataclasses.dataclass
+class Batch:
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+
+
+class Encoding(OrderedDict):
+    """A Mapping that is not a plain dict's type, as transformers' BatchEncoding and ModelOutput."""
+
+
+def test_a_mapping_or_dataclass_batch_gives_its_size():
+    ids = torch.zeros(8, 16, dtype=torch.long)
+    assert settings.batch_size_of(Encoding(input_ids=ids, labels=ids[:, 0])) == 8
+    assert settings.batch_size_of(Batch(ids, ids[:, 0])) == 8
+    assert settings.batch_size_of([{"x": ids}, ids]) == 8 and settings.batch_size_of({"n": 3}) is None
+
+
+def test_the_script_runs_in_its_own_folder_and_cwd_chooses_another(tmp_path):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "settings.txt").write_text("16\n")
+    (folder / "train.py").write_text((PLAIN / "short.py").read_text().replace(
+        "model = torch.nn.Linear(8, 1)", "model = torch.nn.Linear(int(open('settings.txt').read()) // 2, 1)"))
+    proc = run_module("common.runners.doctor", str(folder / "train.py"), "--reports-dir", str(tmp_path / "r"),
+                      "--warmup", "1", "--steps", "3", "--time", "0.1", "--profile-steps", "0", "--", "--steps", "40")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"in `{folder}`" in next((tmp_path / "r").glob("doctor_train_*.md")).read_text()
+    proc = run_module("common.runners.doctor", str(folder / "train.py"), "--reports-dir", str(tmp_path / "r"),
+                      "--cwd", str(tmp_path), "--warmup", "1", "--steps", "3", "--", "--steps", "40")
+    assert proc.returncode != 0
+    line = next(x for x in proc.stderr.splitlines() if "could not find a file" in x)
+    assert f"ran in {tmp_path} " in line and "settings.txt" in line and "--cwd DIR" in line
+
+
+def test_a_script_with_no_losses_is_not_called_deterministic():
+    from common.analysis.results import Observation
+    from common.runners import trials
+
+    from tests_helpers import run_result
+
+    def observed(losses):
+        r = run_result(losses=losses)
+        return Observation(script="t.py", argv=[], step="optimizer", steps_seen=9, ended="stopped",
+                           stage="measured", result=r)
+
+    plan = trials.Plan(script=PLAIN / "short.py", script_args=[], flags=[], profile_steps=1, out_dir=REPO, cpus=[0],
+                       budget_s=1)
+    plan.observed = {((), 1): observed([]), ((), 2): observed([])}
+    deterministic, *_, words = trials.noise(plan, {"early_steps": 5, "early_rtol": 0.03, "window": 10, "rtol": 0.05})
+    assert deterministic is None and "unknown" in words
