@@ -91,3 +91,15 @@ def test_a_script_with_no_losses_is_not_called_deterministic():
     plan.observed = {((), 1): observed([]), ((), 2): observed([])}
     deterministic, *_, words = trials.noise(plan, {"early_steps": 5, "early_rtol": 0.03, "window": 10, "rtol": 0.05})
     assert deterministic is None and "unknown" in words
+
+
+def test_compile_from_outside_works_on_a_script_that_never_names_torch(tmp_path):
+    """The observer runs as its imported module, not as __main__, which the script takes over: else
+    dynamo's guards on the doctor's hooks look `torch` up in the script's namespace and fail."""
+    out = tmp_path / "obs.json"
+    proc = run_module("common.measure.observer", "--out", str(out), "--trace-dir", str(tmp_path / "t"),
+                      "--fix", "compile", "--warmup", "3", "--steps", "5", "--time", "0.1", "--profile-steps", "0",
+                      "--", str(PLAIN / "no_torch_name.py"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    obs = json.loads(out.read_text())
+    assert obs["fixes"]["compile"] == "applied" and obs["result"]["compile"]["graphs"] >= 1

@@ -626,4 +626,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as the imported module, not as __main__: the script runs as __main__ too (runpy swaps
+    # sys.modules["__main__"] for its namespace), and torch.compile's guards on the hooks defined
+    # here look their globals up through their module's name, which would then be the script's
+    from common.measure import observer
+
+    sys.exit(observer.main())
