@@ -103,3 +103,24 @@ def test_compile_from_outside_works_on_a_script_that_never_names_torch(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     obs = json.loads(out.read_text())
     assert obs["fixes"]["compile"] == "applied" and obs["result"]["compile"]["graphs"] >= 1
+
+
+TQDM = " 20%|█▉        | 59/300 [00:00<00:03, 75.04it/s]\r 40%|███▉      | 120/300 [00:01<00:02, 75.1it/s]"
+
+
+def test_a_crashed_fix_is_told_by_its_error_not_a_progress_bar():
+    from common.runners.trials import crash_line
+
+    tail = ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+            "RuntimeError: DataLoader worker (pid 42) is killed by signal", "doctor: the script raised RuntimeError",
+            TQDM]
+    assert crash_line(tail) == "RuntimeError: DataLoader worker (pid 42) is killed by signal"
+    assert crash_line(["epoch 1 done", TQDM]) == "epoch 1 done"
+
+
+def test_the_doctors_words_are_not_glued_to_a_progress_bar():
+    from common.runners.launch import shown
+
+    assert shown(TQDM + "doctor: warm-up done (5 steps); timing 50 steps\n") == [
+        " 40%|███▉      | 120/300 [00:01<00:02, 75.1it/s]", "doctor: warm-up done (5 steps); timing 50 steps"]
+    assert shown("step 3: loss 2.1\n") == ["step 3: loss 2.1"]

@@ -14,6 +14,7 @@
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -210,7 +211,16 @@ def _pin(cpus):
 def echo(line: str) -> None:
     """A child's output as it comes, indented, less the profiler's and the CUDA runtime's chatter."""
     if not line.startswith(("USDT", "[W", "ERROR:")):
-        print("  " + line.rstrip(), flush=True)
+        for part in shown(line):
+            print("  " + part, flush=True)
+
+
+def shown(line: str) -> list[str]:
+    """A line as a reader should see it: a progress bar redrawn with carriage returns (tqdm) as its
+    last state, and the doctor's own words, written after a bar that ended no line, on their own."""
+    parts = [p.rstrip() for p in re.split(r"\r|(?=doctor: )", line.rstrip("\n")) if p.strip()]
+    ours = [p for p in parts if p.startswith("doctor: ")]
+    return [p for p in parts if not p.startswith("doctor: ")][-1:] + ours or [""]
 
 
 def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, rerun="make recipe-<name>",

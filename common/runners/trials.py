@@ -12,6 +12,7 @@ fixed run against the unchanged one, by the fix's recipe's rule, widened to twic
 two unchanged runs where the script is not deterministic. Then the fixes that won run together.
 """
 import ast
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,6 +142,20 @@ def _took_effect(plan: Plan, arm) -> tuple[bool, str]:
     return all(ok for ok, _ in proofs), "; ".join(why for _, why in proofs)
 
 
+ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*")
+PROGRESS = re.compile(r"\d+%\||it/s\]|s/it\]|━")  # tqdm's and rich's progress bars
+
+
+def crash_line(tail: list[str]) -> str | None:
+    """The script's own last words: its exception's line, else its last line that is not a progress
+    bar (tqdm redraws with carriage returns) nor the doctor's own."""
+    lines = [part.strip() for line in tail for part in line.split("\r") if part.strip()]
+    lines = [line for line in lines if not line.startswith("doctor: ")]
+    errors = [line for line in lines if ERROR_LINE.match(line)]
+    plain = [line for line in lines if not PROGRESS.search(line)]
+    return (errors or plain or [None])[-1]
+
+
 def noise(plan: Plan, rule: dict) -> tuple[bool | None, float, float, str]:
     """(deterministic, early noise, window noise, in words) from the first two unchanged runs."""
     a, b = plan.observed.get(((), 1)), plan.observed.get(((), 2))
@@ -185,8 +200,7 @@ def row(plan: Plan, done: launch.Rounds, arm, fix: Fix | None, rule: dict, noisy
                   lines=lines_to_add(fix) if fix else [])
     crashed = next((o for a, _, o in done.failures if a == arm), None)
     if crashed is not None:  # the script's own last words, not the doctor's line after them
-        said = [line.strip() for line in crashed.tail if line.strip() and not line.startswith("doctor: ")]
-        last = said[-1] if said else f"exit {crashed.returncode}"
+        last = crash_line(crashed.tail) or f"exit {crashed.returncode}"
         trial.verdict, trial.why = "crashed", f"{last[:300]} (log: {crashed.log})"
         return trial
     if arm not in done.runs:
