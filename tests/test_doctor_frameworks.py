@@ -124,3 +124,30 @@ def test_the_doctors_words_are_not_glued_to_a_progress_bar():
     assert shown(TQDM + "doctor: warm-up done (5 steps); timing 50 steps\n") == [
         " 40%|███▉      | 120/300 [00:01<00:02, 75.1it/s]", "doctor: warm-up done (5 steps); timing 50 steps"]
     assert shown("step 3: loss 2.1\n") == ["step 3: loss 2.1"]
+
+
+def test_an_interval_too_wide_to_mean_anything_is_said_in_words():
+    from common.analysis import stats
+    from common.analysis.results import Speedup, Trial
+    from common.runners.trials import headline
+
+    wild = Speedup(ratio=0.56, low=1e-30, high=2.6e28, method="", verdict="undecided", processes=[2, 2], floor=0.03)
+    said = stats.describe(wild, "amp")
+    assert said.startswith("too noisy to decide: 0.56x") and "e+28" not in said and "idle machine" in said
+    fair = Speedup(ratio=0.96, low=0.73, high=1.29, method="", verdict="undecided", processes=[3, 3], floor=0.03)
+    assert "0.73-1.29" in stats.describe(fair)
+    won = Speedup(ratio=9.0, low=2.25, high=1e9, method="", verdict="faster", processes=[2, 2], floor=0.03)
+    assert stats.describe(won, "workers").startswith("workers is 9.00x faster (95% interval from 2.25x up;")
+    rows = [Trial(fix="amp", recipe="amp", how="", verdict="no significant difference", speedup=wild)]
+    assert "too noisy to decide" in headline(rows, cpu=True)
+
+
+def test_a_noisy_run_says_so_in_the_doctors_headline():
+    from test_doctor_units import _observation
+
+    from common.analysis import doctor
+
+    obs = _observation(forward=0.9)
+    quiet = doctor.read(obs).headline
+    obs.result.timing.summary.cv = 0.77
+    assert "CV 77%" not in quiet and "varied by CV 77%" in doctor.read(obs).headline

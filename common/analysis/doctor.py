@@ -9,6 +9,7 @@ REST_MIN = 0.2  # a step share outside the phases the doctor sees that is worth 
 FLOAT32_MIN = 0.5  # share of matmul and convolution calls in float32 above which 16-bit is a gain
 HOST_BOUND = 0.3  # launch overhead share from which compile or CUDA graphs is a gain
 DATA_MIN = 0.1  # data loading share from which the DataLoader's settings are a gain
+STEP_CV_NOISY = 0.5  # step times varying more than this (CV) make the headline's shares unsure: said in it
 
 
 def _share(table: dict, keys) -> tuple[float, float]:
@@ -122,5 +123,8 @@ def read(obs: Observation) -> DoctorVerdict:
         d.verdict = d.findings[0].says
     top = d.findings[0]
     where = "" if obs.result.device == "cuda" else " (CPU run)"
-    return DoctorVerdict(headline=f"{top.says[0].upper() + top.says[1:]}{where}", diagnosis=d,
+    cv = t.summary.cv
+    noisy = (f"; but its step times varied by CV {cv:.0%}, too much for these shares to be sure (try an idle "
+             "machine, fewer threads (--cpus), or a longer --time)") if cv > STEP_CV_NOISY else ""
+    return DoctorVerdict(headline=f"{top.says[0].upper() + top.says[1:]}{where}{noisy}", diagnosis=d,
                          gains=gains_of(obs, d.bottleneck.costs), blind=blind_spots(obs))

@@ -149,6 +149,18 @@ def _processes(s: Speedup) -> str:
             else f"{n[0]} slow and {n[1]} fast processes")
 
 
+# an interval whose ends lie more than 50x apart says nothing as a number (two processes each on a
+# loaded machine gave 0.00-2.6e28): wide intervals from few processes stay numbers (2.25-40.52, 18x)
+NOISY_SPAN = 50.0
+NOISY_ADVICE = "an idle machine, fewer threads (--cpus), or more rounds"
+
+
+def too_noisy(s: Speedup) -> bool:
+    """The processes disagree beyond what their count can resolve: the interval spans more than
+    NOISY_SPAN, which is said in words, never printed as a number."""
+    return s.low is not None and s.high > NOISY_SPAN * max(s.low, 1e-12)
+
+
 def describe(s: Speedup, who: str | None = None) -> str:
     """The plain sentence every page says a speedup with (a report's section opens with it):
     'fast is 1.15x faster (95% interval 1.01-1.39, 5 processes each)', 'no significant difference:
@@ -156,6 +168,15 @@ def describe(s: Speedup, who: str | None = None) -> str:
     How the interval was computed is footnote(s)'s, said once per page."""
     if s.low is None:
         return f"{s.ratio:.2f}x, no interval ({_processes(s)}; at least 2 each are needed)"
+    if too_noisy(s):
+        subject = f"{who} is " if who else ""
+        unresolved = f"the other end unresolved at this noise, {_processes(s)}; try {NOISY_ADVICE}"
+        if s.verdict == "faster":
+            return f"{subject}{s.ratio:.2f}x faster (95% interval from {s.low:.2f}x up; {unresolved})"
+        if s.verdict == "slower":
+            return f"{subject}SLOWER: {s.ratio:.2f}x (95% interval up to {s.high:.2f}x; {unresolved})"
+        return (f"too noisy to decide: {s.ratio:.2f}x, but the processes' times disagree beyond what "
+                f"{_processes(s)} can resolve (try {NOISY_ADVICE})")
     interval = f"95% interval {s.low:.2f}-{s.high:.2f}" + (f", {_processes(s)}" if s.processes else "")
     subject = f"{who} is " if who else ""
     return {"faster": f"{subject}{s.ratio:.2f}x faster ({interval})",

@@ -260,6 +260,9 @@ def headline(rows: list[Trial], cpu: bool) -> str:
     where = " (CPU run)" if cpu else ""
     if not any(t.speedup for t in rows):
         return f"Measured on your script: no fix could be timed (each one's row says why){where}"
+    if not won and any(t.speedup and stats.too_noisy(t.speedup) for t in rows):
+        return (f"Measured on your script: this machine was too noisy to decide: the unchanged script's own "
+                f"processes disagreed beyond what the rounds run could resolve (try {stats.NOISY_ADVICE}){where}")
     if not won:
         return f"Measured on your script: no fix tried was faster{where}"
     best = max(won, key=lambda t: t.speedup.ratio)
