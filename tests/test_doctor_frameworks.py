@@ -151,3 +151,24 @@ def test_a_noisy_run_says_so_in_the_doctors_headline():
     quiet = doctor.read(obs).headline
     obs.result.timing.summary.cv = 0.77
     assert "CV 77%" not in quiet and "varied by CV 77%" in doctor.read(obs).headline
+
+
+def test_the_try_budget_bounds_the_wall_time(tmp_path):
+    """--try-budget 6 on a script whose runs take about 5 s each: no round starts that would not fit,
+    a run still going when the budget ends is stopped, and the report says how it stopped."""
+    proc = run_module("common.runners.doctor", str(PLAIN / "loader_bound.py"), "--reports-dir", str(tmp_path),
+                      "--try", "workers", "--try-budget", "6")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tried = json.loads(next(tmp_path.glob("results/doctor/*/*/trials.json")).read_text())
+    assert tried["spent_s"] <= 6 + 6  # the budget, plus at most the grace a stopped run is given
+    assert "budget ended" in tried["stopped"]
+    assert "3 rounds or more" not in proc.stdout and "within 6 s of wall time" in proc.stdout
+
+
+def test_a_run_still_going_when_its_budget_ends_is_stopped_and_cut(tmp_path):
+    from common.runners import launch
+
+    script = tmp_path / "slow.py"
+    script.write_text("import time\ntime.sleep(60)\n")
+    outcome = launch.child([str(script)], [], tmp_path / "out.json", read=None, timeout=1.0)
+    assert outcome.kind == "cut" and outcome.seconds < 10 and "budget ended" in outcome.describe()

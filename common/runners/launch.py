@@ -183,7 +183,7 @@ def alternating(items, round_no: int) -> list:
 
 @dataclass
 class Outcome:
-    kind: str  # "ok", "oom" or "failed"
+    kind: str  # "ok", "oom", "failed", or "cut" (stopped at its deadline: a budget ended)
     result: RunResult | None
     seconds: float
     log: Path
@@ -194,6 +194,8 @@ class Outcome:
         """The end of a progress line: how the run ended, and in what time."""
         if self.kind == "failed":
             return f"FAILED (exit {self.returncode}) after {self.seconds:.1f} s"
+        if self.kind == "cut":
+            return f"cut after {self.seconds:.1f} s: the budget ended"
         if self.kind == "oom":
             return f"out of memory at batch {self.result.oom.batch_size} after {self.seconds:.1f} s"
         s = self.result.timing.summary
@@ -224,17 +226,19 @@ def shown(line: str) -> list[str]:
 
 
 def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, rerun="make recipe-<name>",
-          read=RunResult, cwd=None, under=(), extra_env=None) -> Outcome:
+          read=RunResult, cwd=None, under=(), extra_env=None, timeout: float | None = None) -> Outcome:
     """Run `python <target> --out OUT <flags>` in its own process (target: ["-m", "module"] or a path),
     pinned to `cpus`, its output in OUT.log; echo(line) sees each line as it comes when given.
     read: the record OUT holds (None: the caller reads it); cwd: the child's folder (the repo's root);
-    under: a tool that runs python (["ncu", ...flags]); extra_env: variables for the child."""
+    under: a tool that runs python (["ncu", ...flags]); extra_env: variables for the child; timeout:
+    seconds it may take (without echo), after which it is stopped and its outcome is "cut"."""
     out = Path(out)
     log = out.with_suffix(".log")
     cmd = [*under, sys.executable, *target, "--out", str(out), *flags]
     child_env = {**os.environ, **(extra_env or {}), "PYTHONUNBUFFERED": "1",
                  "PYTHONPATH": os.pathsep.join(p for p in (str(env.REPO_ROOT), os.environ.get("PYTHONPATH")) if p)}
     t0 = time.perf_counter()
+    cut = False
     with open(log, "w") as f:
         proc = _start(cmd, target, under, Path(cwd or env.REPO_ROOT), child_env, cpus, None if echo else f)
         try:
@@ -242,17 +246,23 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
                 for line in proc.stdout:  # progress as it happens, and a copy in the log
                     f.write(line)
                     echo(line)
-            proc.wait()
+            try:
+                proc.wait(timeout=timeout if echo is None else None)
+            except subprocess.TimeoutExpired:
+                cut = True  # stopped below, as on Ctrl-C, with a short grace: a budget is a budget
         finally:  # also on Ctrl-C or a kill: the child stops with its runner
             if proc.poll() is None:
                 proc.terminate()
                 try:
-                    proc.wait(timeout=30)
+                    proc.wait(timeout=5 if cut else 30)
                 except subprocess.TimeoutExpired:
                     proc.kill()
             if proc.stdout is not None:
                 proc.stdout.close()
     seconds = time.perf_counter() - t0
+    if cut:
+        return Outcome("cut", None, seconds, log, proc.returncode or 0,
+                       [f"cut after {seconds:.0f} s: the budget ended"])
     if proc.returncode == 0 and out.exists() and read is None:
         return Outcome("ok", None, seconds, log, 0, [])
     if proc.returncode in (0, EXIT_OOM) and out.exists() and read is not None:
@@ -395,6 +405,9 @@ def rounds(items, run_one, most: int, counter: Counter, stage, label, stop=None)
                 print(counter(stage, label(item, round_no)), end=" ", flush=True)
                 outcome = run_one(item, round_no)
                 print(outcome.describe(), flush=True)
+                if outcome.kind == "cut":  # a budget ended: no more runs, the round stays unfinished
+                    done.stopped = f"round {round_no} cut short: the budget ended during it"
+                    return done
                 if outcome.kind == "failed":
                     done.failures.append((item, round_no, outcome))
                 else:

@@ -4,8 +4,9 @@ the user's own script from outside and measured there, the way a recipe is measu
 Every run is the doctor's child (common.measure.observer) on the unmodified script, in a fresh
 process, with or without `--fix NAME`. The unchanged script and every fix run once per round, in
 alternating order (launch.rounds), from MIN_ROUNDS rounds until every fix's speedup interval
-decides (stats.speedup, with the sequential looks of a recipe) or the budget ends (never before
-round MIN_BUDGETED: an interval and the script's own noise need two rounds). Round 1 is
+decides (stats.speedup, with the sequential looks of a recipe) or the budget ends: it bounds the wall
+time, so no round starts that would not fit and a run still going when it ends is stopped (the round
+is cut, and the report says so; an interval and the script's own noise need two rounds). Round 1 is
 profiled: from it each fix is proven to have taken effect (analysis.fixes.took_effect), or reported
 as not applied and run no more; a crash is a row with its last line. Parity: the losses of round 1's
 fixed run against the unchanged one, by the fix's recipe's rule, widened to twice the difference of
@@ -28,7 +29,6 @@ from common.render import diffs
 from common.runners import launch
 
 MIN_ROUNDS, MAX_ROUNDS = 3, 10
-MIN_BUDGETED = 2  # rounds that run whatever the budget: an interval and the script's own noise need two
 TRY_TIME = 3.0  # seconds of timed steps at most in each run (the doctor's --time, capped)
 UNCHANGED, TOGETHER = "unchanged", "together"
 # what cannot be applied from outside: a host sync the script asks for in a loop, found in its code
@@ -75,8 +75,10 @@ def run_arm(plan: Plan, arm: tuple[str, ...], round_no: int) -> launch.Outcome:
     profile = max(plan.profile_steps, 2) if round_no == 1 else 0  # round 1's trace proves the fix took effect
     flags = [*plan.flags, "--profile-steps", str(profile), "--trace-dir", str(plan.out_dir / "traces" / name),
              *[x for fix in arm for x in ("--fix", fix)], "--", str(plan.script), *plan.script_args]
+    if plan.left() <= 1:  # the budget bounds the wall time: no run starts once it has ended
+        return launch.Outcome("cut", None, 0.0, out.with_suffix(".log"), 0, ["the budget had ended"])
     outcome = launch.child(["-m", "common.measure.observer"], flags, out, cpus=plan.cpus, read=None,
-                           cwd=plan.cwd or plan.script.parent)
+                           cwd=plan.cwd or plan.script.parent, timeout=plan.left())
     if outcome.kind != "ok":
         return outcome
     obs = read_result(out, Observation, "make doctor SCRIPT=... FLAGS='--try'")
@@ -116,7 +118,7 @@ def measure(plan: Plan, arms: list[tuple[str, ...]], rules: dict, counter: launc
             return f"{round_no} rounds: every interval decided"
         if round_no == MAX_ROUNDS:
             return f"{round_no} rounds, the cap"
-        if round_no >= MIN_BUDGETED and plan.left() < per_run * (len(live) + 1):
+        if plan.left() < per_run * (len(live) + 1):  # the next round would not fit: none starts
             return f"{round_no} rounds: the {plan.budget_s:.0f} s budget ended"
         return None
 
@@ -287,7 +289,8 @@ def run(obs: Observation, names: list[str] | None, plan: Plan, test_fixes: bool 
     rules = {arm: catalog.parity_rule(known[arm[0]].recipe, known[arm[0]].pair) for arm in arms}
     counter = launch.Counter({"each": (len(arms + [()]) * MIN_ROUNDS, len(arms + [()]) * MAX_ROUNDS)})
     print(f"doctor --try: {', '.join(a[0] for a in arms) or 'nothing to try'} against the unchanged script, "
-          f"{MIN_ROUNDS} rounds or more until each interval decides, within {plan.budget_s:.0f} s", flush=True)
+          f"round after round until each interval decides (at most {MAX_ROUNDS}; 2 give an interval, "
+          f"{MIN_ROUNDS} are the least that decide), within {plan.budget_s:.0f} s of wall time", flush=True)
     stopped, done = "nothing to try", None
     if arms:
         done = measure(plan, arms, rules, counter, "each")
