@@ -102,7 +102,8 @@ def test_a_bare_try_gives_every_fix_a_row_and_times_none_that_does_not_apply(tmp
 
 
 def test_host_syncs_in_the_loop_are_listed_as_lines_to_change_by_hand():
-    """What no fix from outside can change: found in the script's code, only where syncs were counted."""
+    """What no fix from outside can change: the script's own lines that read a tensor on the host during
+    the profiled steps (measure.syncs), only where syncs were counted."""
     from common.analysis.results import Observation
     from common.runners import trials
 
@@ -111,8 +112,25 @@ def test_host_syncs_in_the_loop_are_listed_as_lines_to_change_by_hand():
     result = run_result()
     result.evidence = type("Evidence", (), {"syncs_per_step": 1.0})()
     obs = Observation(script=str(REPO / "baselines" / "churn_mlp.py"), argv=[], step="optimizer", steps_seen=9,
-                      ended="stopped", stage="measured", result=result)
-    (line,) = trials.manual(obs)  # the loss read every step; not the docstring's words, nor the test set's read
-    assert line.startswith("churn_mlp.py:") and "running_loss += loss.item()" in line and "sync_removal" in line
+                      ended="stopped", stage="measured", result=result, sync_lines={"churn_mlp.py:33": 1.0})
+    (line,) = trials.manual(obs)
+    assert line.startswith("churn_mlp.py:33: `running_loss += loss.item()")
+    assert "1 per step" in line and "sync_removal" in line
     result.evidence.syncs_per_step = 0.0
     assert trials.manual(obs) == []
+
+
+def test_only_the_lines_that_ran_in_the_step_are_named(tmp_path):
+    """Not a read under a flag not given, nor one in the validation after training, nor int() of a CPU
+    index (matched on the code's text, all three were named)."""
+    proc = run_module("common.measure.observer", "--out",
+                      str(tmp_path / "obs.json"), "--trace-dir", str(tmp_path / "t"), "--warmup", "2", "--steps", "5",
+                      "--time", "0.1", "--profile-steps", "2", "--", str(PLAIN / "sync_lines.py"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = json.loads((tmp_path / "obs.json").read_text())["sync_lines"]
+    source = (PLAIN / "sync_lines.py").read_text().splitlines()
+    assert {k: source[int(k.split(":")[1]) - 1].strip() for k in lines} == {
+        k: "running += loss.item()  # the read every step" for k in lines} and len(lines) == 1
+    assert list(lines.values()) == [1.0]
+
+

@@ -793,6 +793,8 @@ class Observation(Record):
     ops: OpsSeen | None = None
     fixes: dict[str, str] = field(default_factory=dict)  # --fix name -> "applied" or why not (measure.fixes)
     cwd: str | None = optional()  # the folder the script ran in (its relative paths are read from there)
+    # "file:line" of the script's own folder -> host reads of a tensor per profiled step (measure.syncs)
+    sync_lines: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -59,6 +59,7 @@ from common.measure.process import interrupt_on_sigterm
 from common.measure.profiling import mark_rank, profiler
 from common.measure.settings import CLOSURE
 from common.measure.stages import Phases, compile_stats, eager_compiled, read_evidence, shut_down
+from common.measure.syncs import SyncLines
 from common.measure.timing import PhaseTimer, StepTimer, data_shares, synchronize
 
 NO_STEP_AFTER = 200  # model calls or batches with no optimizer.step(): the script needs --step
@@ -127,6 +128,7 @@ class Observer:
         self.fixes = Fixes(args.fix)
         self.losses = []  # each backward's loss (--step forward: each output's mean), on its device
         self.t_start = time.perf_counter()
+        self._syncs = None  # SyncLines, over the profiled steps (made once the device is known)
 
     # --- installing -----------------------------------------------------------------------------
     def install(self):
@@ -444,6 +446,7 @@ class Observer:
         warnings.filterwarnings("ignore", message="Warning: Profiler clears events")  # one cycle: nothing cleared
         stem = Path(a.script).stem
         (Path(a.trace_dir) / f"{stem}.pt.trace.json").unlink(missing_ok=True)  # an earlier run's is not this one's
+        self._syncs = SyncLines(Path(a.script), self.device.type == "cuda")
         try:
             self._prof_cm = profiler(Path(a.trace_dir), stem, self.device, a.profile_steps)
             self.prof = self._prof_cm.__enter__()
@@ -454,8 +457,11 @@ class Observer:
             return
         self.phases.profiling = True
         self.stage, self.profiled_from = "profiled steps", self.ends
+        self._syncs.install()  # the script's own lines that read a tensor on the host, as they run
 
     def _end_profiled(self):
+        self._syncs.uninstall()
+        self._syncs.steps = self.ends - self.profiled_from
         self.phases.profiling = False
         for name in list(self._open):  # a phase still open closes before the profiler stops
             self._leave(name)
@@ -514,7 +520,7 @@ class Observer:
                           optimizer_flags=self.flags, zero_grad=self.zero_grad,
                           models=list(self.top_modules.values()), model_calls=self.calls, batches=self.batches,
                           loaders=list(self.loaders.values()), result=self.result, fixes=dict(self.fixes.said),
-                          cwd=os.getcwd())
+                          cwd=os.getcwd(), sync_lines=self._sync_lines())
         if self.result is not None:
             self.result.compile, self.result.total_s = compile_stats(), time.perf_counter() - self.t_start
             # note: this is a sync point, after the script stopped
@@ -522,6 +528,12 @@ class Observer:
             if self.result.evidence is not None:
                 obs.ops = settings.read(Path(self.result.evidence.trace))
         return obs
+
+    def _sync_lines(self) -> dict[str, float]:
+        """Host reads per step at each line, over the profiled steps and the profiler's warm-up step."""
+        if self._syncs is None:
+            return {}
+        return {k: v / max(1, self._syncs.steps) for k, v in self._syncs.counts.items()}
 
     def _evidence(self) -> Evidence | None:
         """The profiled steps' evidence, over as many steps as the trace holds (the script may have ended early)."""

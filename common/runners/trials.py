@@ -12,7 +12,6 @@ as not applied and run no more; a crash is a row with its last line. Parity: the
 fixed run against the unchanged one, by the fix's recipe's rule, widened to twice the difference of
 two unchanged runs where the script is not deterministic. Then the fixes that won run together.
 """
-import ast
 import re
 import time
 from dataclasses import dataclass, field
@@ -32,7 +31,6 @@ MIN_ROUNDS, MAX_ROUNDS = 3, 10
 TRY_TIME = 3.0  # seconds of timed steps at most in each run (the doctor's --time, capped)
 UNCHANGED, TOGETHER = "unchanged", "together"
 # what cannot be applied from outside: a host sync the script asks for in a loop, found in its code
-SYNC_CALLS = ("item", "cpu", "numpy", "tolist")
 
 
 def wanted(text: str | None, test_fixes: bool = False) -> list[str] | None:
@@ -241,20 +239,24 @@ def lines_to_add(fix: Fix) -> list[str]:
 
 
 def manual(obs: Observation) -> list[str]:
-    """What no fix from outside can change: where the diagnosis counted host syncs, the script's calls
-    that read a tensor on the host (.item(), .cpu(), .numpy(), .tolist()) inside a loop."""
+    """What no fix from outside can change: where the diagnosis counted host syncs, the script's own
+    lines that read a tensor on the host during the profiled steps (measure.syncs: lines that ran,
+    and on a GPU only reads of a GPU tensor)."""
     ev = obs.result.evidence
-    if ev is None or not ev.syncs_per_step:
+    if ev is None or not ev.syncs_per_step or not obs.sync_lines:
         return []
-    path = Path(obs.script)
-    text = path.read_text(errors="replace")
-    source = text.splitlines()
-    lines = set()
-    for loop in (n for n in ast.walk(ast.parse(text)) if isinstance(n, (ast.For, ast.While))):
-        lines |= {call.lineno for call in ast.walk(loop) if isinstance(call, ast.Call)
-                  and isinstance(call.func, ast.Attribute) and call.func.attr in SYNC_CALLS}
-    return [f"{path.name}:{n}: `{source[n - 1].strip()}` (a host sync in the loop: the recipe `sync_removal` keeps "
-            "the value on the device and reads it after the loop)" for n in sorted(lines)]
+    folder = Path(obs.script).parent
+    out = []
+    for where, per_step in sorted(obs.sync_lines.items(), key=lambda kv: (kv[0].rsplit(":", 1)[0],
+                                                                          int(kv[0].rsplit(":", 1)[1]))):
+        name, line = where.rsplit(":", 1)
+        try:
+            text = (folder / name).read_text(errors="replace").splitlines()[int(line) - 1].strip()
+        except (OSError, IndexError):
+            text = "?"
+        out.append(f"{where}: `{text}` ({per_step:g} per step: a host sync in the step; the recipe `sync_removal` "
+                   "keeps the value on the device and reads it after the loop)")
+    return out
 
 
 def headline(rows: list[Trial], cpu: bool) -> str:
