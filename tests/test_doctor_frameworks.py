@@ -172,3 +172,15 @@ def test_a_run_still_going_when_its_budget_ends_is_stopped_and_cut(tmp_path):
     script.write_text("import time\ntime.sleep(60)\n")
     outcome = launch.child([str(script)], [], tmp_path / "out.json", read=None, timeout=1.0)
     assert outcome.kind == "cut" and outcome.seconds < 10 and "budget ended" in outcome.describe()
+
+
+def test_the_lines_to_add_fit_a_users_script_not_the_cookbooks_harness():
+    from common.analysis import fixes
+    from common.runners.trials import lines_to_add
+
+    for name, fix in fixes.FIXES.items():
+        lines = lines_to_add(fix)
+        assert lines, name
+        assert not any(word in line for line in lines for word in ("run.", "data.", "models.", "recipes.")), name
+    amp = "\n".join(lines_to_add(fixes.FIXES["amp"]))
+    assert "torch.autocast(device.type, dtype=amp_dtype)" in amp and "scaler.step(optimizer)" in amp

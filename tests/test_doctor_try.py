@@ -31,8 +31,8 @@ def test_a_loader_bound_script_measures_its_workers_faster_and_proves_them_appli
     s = workers["speedup"]
     said = f"{workers['label']} {s['ratio']:.2f}x faster (95% interval {s['low']:.2f}-{s['high']:.2f}"
     assert f"Headline: Measured on your script: {said}" in proc.stdout and said in md.splitlines()[2]
-    assert "## Tried on your script" in md and "The lines to add, as its recipe writes them" in md
-    assert "num_workers=n_workers" in md  # from the dataloader recipe's diff
+    assert "## Tried on your script" in md and "The lines to add to your script" in md
+    assert "num_workers=workers,  # your cores but one" in md  # the recipe's lesson, in a user's loop
     assert "peak RSS" in md and "All times are CPU times" in md
 
 

@@ -37,9 +37,32 @@ FIXES = {f.name: f for f in (
         "compilation lands in the warm-up, shown apart)", needs=("inductor",)),
     Fix("set_to_none", "set_to_none", "churn", "zero_grad(set_to_none=True) wherever the script passes False"),
 )}
-# lines the cudnn_benchmark fix adds (no recipe pair shows it: the ladder's rung does)
-OWN_LINES = {"cudnn_benchmark": ["torch.backends.cudnn.benchmark = True  # time each convolution's algorithms once "
-                                 "per shape, keep the fastest"]}
+# what each fix is in the user's own script: the lesson of its recipe, written for any training loop
+# (the recipes' diffs go through the cookbook's harness, `run.phase`, `data.loader`, which a user's
+# script does not have); `model`, `optimizer`, `criterion`, `x`, `y` and `device` stand for theirs
+LINES = {
+    "workers": ["loader = DataLoader(dataset, batch_size=batch_size, shuffle=True,",
+                "                    num_workers=workers,  # your cores but one: batches made in parallel",
+                "                    pin_memory=True, persistent_workers=True, prefetch_factor=4)  # pinned on a GPU",
+                "x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)  # copies overlap the step"],
+    "amp": ["amp_dtype = torch.bfloat16  # sm_80+ (A100, H100) and a CPU; torch.float16 below (a T4), with the scaler",
+            "scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)  # fp16's loss scale",
+            "with torch.autocast(device.type, dtype=amp_dtype):  # the forward and the loss; matmuls in 16-bit",
+            "    loss = criterion(model(x), y)",
+            "scaler.scale(loss).backward()  # in place of loss.backward()",
+            "scaler.step(optimizer)  # in place of optimizer.step(): skips a step whose gradients overflowed",
+            "scaler.update()"],
+    "tf32": ['torch.backends.cuda.matmul.fp32_precision = "tf32"  # TF32 matmuls (sm_80+): fp32 range, 10-bit mantissa',
+             'torch.backends.cudnn.conv.fp32_precision = "tf32"  # and convolutions'],
+    "cudnn_benchmark": ["torch.backends.cudnn.benchmark = True  # time each convolution's algorithms once per shape, "
+                        "keep the fastest"],
+    "channels_last": ["model = model.to(memory_format=torch.channels_last)  # NHWC weights",
+                      "x = x.to(device, memory_format=torch.channels_last)  # NHWC batches"],
+    "fused": ["optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)  # one kernel for every "
+              "parameter (CUDA; foreach=True elsewhere)"],
+    "compile": ["model = torch.compile(model)  # fused kernels; mode=\"reduce-overhead\" where launches dominate"],
+    "set_to_none": ["optimizer.zero_grad(set_to_none=True)  # no fill kernels: backward writes fresh gradients"],
+}
 # why the amp fix stops at bf16: fp16 from outside would need a loss scale the script does not apply
 FP16_WHY = ("fp16 needs a GradScaler around the script's backward and optimizer step, which cannot be put there "
             "safely from outside: add it as recipes/amp shows")

@@ -4,7 +4,6 @@
 
 The report also links an HTML side-by-side view of each pair, made here with difflib.HtmlDiff.
 """
-import ast
 import difflib
 import shutil
 import sys
@@ -23,20 +22,6 @@ def pair_lines(recipe: str, workload: str):
 def changed_lines(recipe: str, workload: str) -> int:
     slow, fast = pair_lines(recipe, workload)
     return sum(1 for line in difflib.ndiff(slow, fast) if line[:2] in ("- ", "+ "))
-
-
-def added_lines(recipe: str, workload: str) -> list[str]:
-    """The lines the fast twin adds or changes, outside its docstring: what a reader adds to a script."""
-    slow, fast = pair_lines(recipe, workload)
-    first = (ast.parse("\n".join(fast)).body or [None])[0]
-    docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value,
-                                                                                                    str)
-    start = first.end_lineno if docstring else 0  # lines before it belong to the docstring
-    out = []
-    for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(None, slow, fast, autojunk=False).get_opcodes():
-        if tag in ("replace", "insert"):
-            out += [line for k, line in enumerate(fast[j1:j2], j1) if k >= start and line.strip()]
-    return out
 
 
 def unified(recipe: str, workload: str) -> str:

@@ -126,7 +126,8 @@ def trials_section(tr: Trials, cpu: bool) -> list[str]:
             lines.append(f"  - Compilation: the warm-up took {t.warmup_extra_s:+.1f} s against the unchanged script's "
                          "(a one-time cost, outside the timed steps).")
         if t.verdict == "faster" and t.lines:
-            lines += ["  - The lines to add, as its recipe writes them:", "", "    ```python",
+            lines += [f"  - The lines to add to your script (its recipe, `{t.recipe}`, shows them in a pair):", "",
+                      "    ```python",
                       *[f"    {line}" for line in textwrap.dedent("\n".join(t.lines)).splitlines()], "    ```"]
     if tr.manual:
         lines += ["", "What no fix from outside can change (the lines to change by hand):", ""]

@@ -24,7 +24,6 @@ from common.analysis import stats
 from common.analysis.aggregate import aggregate, early_tolerance, parity, parity_failure
 from common.analysis.fixes import Fix
 from common.analysis.results import Observation, Trial, Trials, read_result
-from common.render import diffs
 from common.runners import launch
 
 MIN_ROUNDS, MAX_ROUNDS = 3, 10
@@ -230,12 +229,8 @@ def row(plan: Plan, done: launch.Rounds, arm, fix: Fix | None, rule: dict, noisy
 
 
 def lines_to_add(fix: Fix) -> list[str]:
-    """What the fix's recipe adds to its slow twin, from the pair's diff."""
-    if fix.name in catalog_fixes.OWN_LINES:
-        return catalog_fixes.OWN_LINES[fix.name]
-    if fix.recipe not in catalog.available() or fix.pair not in catalog.workloads(fix.recipe):
-        return []
-    return diffs.added_lines(fix.recipe, fix.pair)
+    """What the fix is in the user's own script (its recipe's diff shows it in the cookbook's)."""
+    return catalog_fixes.LINES.get(fix.name, [])
 
 
 def manual(obs: Observation) -> list[str]:
