@@ -184,3 +184,25 @@ def test_the_lines_to_add_fit_a_users_script_not_the_cookbooks_harness():
         assert not any(word in line for line in lines for word in ("run.", "data.", "models.", "recipes.")), name
     amp = "\n".join(lines_to_add(fixes.FIXES["amp"]))
     assert "torch.autocast(device.type, dtype=amp_dtype)" in amp and "scaler.step(optimizer)" in amp
+
+
+def test_torchs_warning_of_too_many_loader_workers_is_a_notice(tmp_path):
+    out = tmp_path / "obs.json"
+    proc = run_module("common.measure.observer", "--out", str(out), "--trace-dir", str(tmp_path / "t"),
+                      "--warmup", "1", "--steps", "5", "--time", "0.1", "--profile-steps", "0",
+                      "--", str(PLAIN / "too_many_workers.py"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    notices = json.loads(out.read_text())["result"]["notices"]
+    assert any("worker processes, more than the" in n and "torch suggests" in n for n in notices), notices
+
+
+def test_a_fused_optimizer_is_not_offered_fused():
+    from test_doctor_units import _observation
+
+    from common.analysis import doctor, fixes
+    from common.analysis.results import OpsSeen
+
+    obs = _observation(device="cuda", ops=OpsSeen(optimizer="for-loop"), flags={"AdamW": {"foreach": None,
+                                                                                          "fused": True}})
+    assert fixes.applies(fixes.FIXES["fused"], obs) == "its optimizer is built with fused=True already"
+    assert "fused optimizer" not in {g.kind for g in doctor.gains_of(obs, {})}

@@ -64,7 +64,8 @@ def gains_of(obs: Observation, costs: dict[str, float]) -> list[Gain]:
         # only an optimizer built with foreach=False is one a GPU would run per parameter too
         built_loop = [name for name, f in obs.optimizer_flags.items()
                       if f.get("foreach") is False and not f.get("fused")]
-        if (cuda and ops.optimizer == "for-loop") or (not cuda and built_loop):
+        fused = any(f.get("fused") for f in obs.optimizer_flags.values())
+        if not fused and ((cuda and ops.optimizer == "for-loop") or (not cuda and built_loop)):
             why = ("no _foreach_ or _fused_ op in its step" if cuda else "built with foreach=False")
             out.append(Gain("fused optimizer", f"the optimizer ({', '.join(built_loop or obs.optimizers) or '?'}) "
                             f"updates each parameter in its own ops ({why}): foreach, or fused=True on CUDA, "

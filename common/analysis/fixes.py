@@ -111,6 +111,8 @@ def applies(fix: Fix, obs: Observation) -> str | None:
     elif fix.name in ("fused", "zero_lr"):
         if not obs.optimizers:
             return "no optimizer step seen"
+        if fix.name == "fused" and any(f.get("fused") for f in obs.optimizer_flags.values()):
+            return "its optimizer is built with fused=True already"
         if fix.name == "fused" and ops is not None and ops.optimizer in ("foreach", "fused"):
             return f"its optimizer runs {ops.optimizer} already"
     elif fix.name == "compile":

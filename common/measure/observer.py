@@ -26,6 +26,7 @@ import contextlib
 import math
 import os
 import random
+import re
 import runpy
 import sys
 import time
@@ -62,6 +63,9 @@ from common.measure.stages import Phases, compile_stats, eager_compiled, read_ev
 from common.measure.syncs import SyncLines
 from common.measure.timing import PhaseTimer, StepTimer, data_shares, synchronize
 
+# torch.utils.data.DataLoader's warning when it is asked for more workers than the cores it sees
+TOO_MANY_WORKERS = re.compile(r"create (?P<made>\d+) worker processes in total\. Our suggested max number of "
+                              r"worker in current system is (?P<most>\d+)")
 NO_STEP_AFTER = 200  # model calls or batches with no optimizer.step(): the script needs --step
 
 
@@ -133,6 +137,8 @@ class Observer:
     # --- installing -----------------------------------------------------------------------------
     def install(self):
         self.fixes.install()
+        self._warned = warnings.showwarning
+        warnings.showwarning = self._warning
         self._handles += [register_optimizer_step_pre_hook(self._optimizer_pre),
                           register_optimizer_step_post_hook(self._optimizer_post),
                           torch.nn.modules.module.register_module_forward_pre_hook(self._forward_pre),
@@ -175,7 +181,17 @@ class Observer:
                          (torch.optim.Optimizer, "zero_grad", real_opt_zero),
                          (torch.nn.Module, "zero_grad", real_module_zero)]
 
+    def _warning(self, message, category, filename, lineno, file=None, line=None):
+        """torch's warnings that bear on a measurement become notices too (still shown as usual)."""
+        found = TOO_MANY_WORKERS.search(str(message))
+        if found:
+            self.notices.append(f"the script's DataLoader starts {found['made']} worker processes, more than the "
+                                f"{found['most']} torch suggests for this machine's cores (its warning): the "
+                                "workers then compete for the cores and loading slows down or freezes")
+        return self._warned(message, category, filename, lineno, file, line)
+
     def uninstall(self):
+        warnings.showwarning = getattr(self, "_warned", warnings.showwarning)
         self.fixes.uninstall()
         for h in self._handles:
             h.remove()

@@ -175,7 +175,9 @@ def render_markdown(obs: Observation, v: DoctorVerdict, figures: dict[str, Figur
     lines += ["", "## A second opinion on the trace", ""]
     lines += hta_lines([("profiled steps", r.evidence)], r.device != "cuda")
     lines += phase_sections(r, v.diagnosis)
-    lines += [f"- First step (compilation, autotuning, lazy set-up): {fmt(t.first_step_s, '.2f')} s; "
+    lines += [f"- First step (from the first batch or model call to the first step's end: compilation, "
+              f"autotuning, lazy set-up, and whatever the script does first, an evaluation say): "
+              f"{fmt(t.first_step_s, '.2f')} s; "
               f"warm-up {t.warmup_s:.2f} s in all",
               "- TensorBoard: `make tensorboard`, then open http://127.0.0.1:6006/#pytorch_profiler",
               "- Perfetto: open https://ui.perfetto.dev and drop the `.pt.trace.json` file on it", ""]
