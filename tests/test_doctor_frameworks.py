@@ -206,3 +206,63 @@ def test_a_fused_optimizer_is_not_offered_fused():
                                                                                           "fused": True}})
     assert fixes.applies(fixes.FIXES["fused"], obs) == "its optimizer is built with fused=True already"
     assert "fused optimizer" not in {g.kind for g in doctor.gains_of(obs, {})}
+
+
+# --- the frameworks people train with (in the test lock: transformers, accelerate, lightning) -----------
+FRAMEWORKS = REPO / "tests" / "frameworks"
+
+
+def _report(reports):
+    return next(reports.glob("doctor_*.md")).read_text()
+
+
+def test_the_doctor_on_a_hugging_face_trainer_script(tmp_path):
+    """The Trainer steps accelerate's wrapped optimizer; its batches are BatchEncodings passed as
+    model(**inputs)."""
+    proc = run_module("common.runners.doctor", str(FRAMEWORKS / "hf_trainer.py"), "--reports-dir", str(tmp_path),
+                      *FEW, "--", "--out", str(tmp_path / "hf_out"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    obs = _observation(tmp_path)
+    assert obs["result"]["config"]["batch_size"] == 32  # the BatchEncoding's, not 1
+    assert obs["optimizers"] and {"forward", "backward", "optimizer"} <= set(obs["result"]["timing"]["phase_ms"])
+    assert len(obs["result"]["losses"]) >= 20
+    print(next(line for line in proc.stdout.splitlines() if line.startswith("Headline:")))
+
+
+def test_the_doctor_and_its_try_amp_on_a_lightning_script(tmp_path):
+    """Lightning steps through a closure: forward and backward are seen inside it, and --try amp
+    casts the matmuls there to 16-bit (the hooks were muted inside the step) and compares its losses."""
+    proc = run_module("common.runners.doctor", str(FRAMEWORKS / "lightning_closure.py"), "--reports-dir",
+                      str(tmp_path), *FEW, "--try", "amp", "--try-budget", "45")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    obs = _observation(tmp_path)
+    phases = obs["result"]["timing"]["phase_ms"]
+    assert phases["forward"]["median_ms"] > 0 and phases["backward"]["median_ms"] > 0
+    tried = json.loads(next(tmp_path.glob("results/doctor/*/*/trials.json")).read_text())
+    amp = next(t for t in tried["rows"] if t["fix"] == "amp")
+    assert "matmuls and convolutions per step in 16-bit" in amp["why"] and not amp["why"].startswith("0 of")
+    assert amp["parity"] and "no losses" not in amp["parity"] and tried["deterministic"] is not None
+    print(tried["headline"])
+
+
+def test_the_doctor_on_a_nanogpt_style_script_in_its_own_folder(tmp_path):
+    """exec(open('configurator.py')) and np.memmap('data/...'): relative paths, read from its folder."""
+    import shutil
+    import subprocess
+    import sys
+
+    folder = tmp_path / "nanogpt"
+    shutil.copytree(FRAMEWORKS / "nanogpt", folder)
+    subprocess.run([sys.executable, "prepare.py"], cwd=folder, check=True)
+    proc = run_module("common.runners.doctor", str(folder / "train.py"), "--reports-dir", str(tmp_path / "r"), *FEW,
+                      "--", "--eval_interval=1000")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    md = _report(tmp_path / "r")
+    assert f"in `{folder}`" in md
+    obs = _observation(tmp_path / "r")
+    assert list(obs["sync_lines"]) == [f"train.py:{_line(folder / 'train.py', 'lossf = loss.item()')}"]
+    print(next(line for line in proc.stdout.splitlines() if line.startswith("Headline:")))
+
+
+def _line(path, text):
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
