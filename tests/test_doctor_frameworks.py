@@ -266,3 +266,12 @@ def test_the_doctor_on_a_nanogpt_style_script_in_its_own_folder(tmp_path):
 
 def _line(path, text):
     return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_a_batch_given_as_keyword_arguments_gives_its_size(tmp_path):
+    out = tmp_path / "obs.json"
+    proc = run_module("common.measure.observer", "--out", str(out), "--trace-dir", str(tmp_path / "t"),
+                      "--warmup", "1", "--steps", "5", "--time", "0.1", "--profile-steps", "0",
+                      "--", str(PLAIN / "keyword_batches.py"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(out.read_text())["result"]["config"]["batch_size"] == 24

@@ -142,7 +142,8 @@ class Observer:
         self._handles += [register_optimizer_step_pre_hook(self._optimizer_pre),
                           register_optimizer_step_post_hook(self._optimizer_post),
                           torch.nn.modules.module.register_module_forward_pre_hook(self._forward_pre),
-                          torch.nn.modules.module.register_module_forward_hook(self._forward_post)]
+                          torch.nn.modules.module.register_module_forward_hook(self._forward_post,
+                                                                               with_kwargs=True)]
         # Global module hooks, for the whole run: a hook per module call costs about a microsecond of
         # Python, but swapping them for hooks on the top-level modules after warm-up would change what
         # torch.compile guards on and recompile the script's model inside the timed steps. They fire
@@ -237,12 +238,14 @@ class Observer:
         self.depth += 1
         return changed
 
-    def _forward_post(self, module, inputs, output):
+    def _forward_post(self, module, inputs, kwargs, output):
         if not self._ours():
             return None
         self.depth = max(0, self.depth - 1)
         changed = None
         if self.depth == 0:
+            if self.batch_size is None:  # a model called with keyword arguments only: model(**batch)
+                self.batch_size = settings.batch_size_of(kwargs)
             changed = self.fixes.after_model(module, output)
             self._leave("forward")
             if self.step_kind == "forward" and self.top_modules and id(module) == next(iter(self.top_modules)):
