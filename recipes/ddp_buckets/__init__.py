@@ -1,4 +1,5 @@
-"""DDP's gradient buckets: 1 MB buckets against DDP's default 25 MB ones (torchrun, the ddp recipe's machinery)."""
+"""DDP's gradient buckets: 1 MB buckets against DDP's default (bucket_cap_mb unset: a 1 MB first bucket,
+then 25 MB ones; torchrun, the ddp recipe's machinery)."""
 
 TITLE = "DistributedDataParallel: gradient buckets of 25 MB, not 1 MB"
 DISTRIBUTED = True
