@@ -7,8 +7,8 @@ PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "windo
 EVIDENCE = ("syncs_per_step", "gpu_idle_share")
 # the goal of this version on an H100 (common/analysis/goals.py)
 GOALS = {"resnet18": {"min_speedup": 1.2}}
-# The seed's serving-size batch for churn: big enough that the GPU could run ahead of the host,
-# which a sync per step forbids.
+# The seed's serving-size batch for churn. Its step stays host-bound even there (the README: the GPU
+# idle 89% of the first H100 run's profiled steps), so the pair shows where removing a sync cannot pay.
 DEFAULTS = {"churn": {"cuda": {"batch_size": 512}, "cpu": {"batch_size": 512}}}
 # `make sweep-sync_removal`: a sync costs the GPU's idle time while the host waits and relaunches,
 # which matters less as each step's GPU work grows with the batch
