@@ -73,8 +73,8 @@ def test_the_runner_launches_torchrun_for_ddp_only():
     pytest.param("ddp_buckets", {"bucket_cap_mb": 1}, {}, marks=pytest.mark.recipe("ddp_buckets")),
     pytest.param("ddp_bucket_view", {"gradient_as_bucket_view": False}, {"gradient_as_bucket_view": True},
                  marks=pytest.mark.recipe("ddp_bucket_view")),
-    pytest.param("ddp_static_graph", {"find_unused_parameters": True}, {"static_graph": True},
-                 marks=pytest.mark.recipe("ddp_static_graph")),
+    pytest.param("ddp_unused", {"find_unused_parameters": True}, {}, marks=pytest.mark.recipe("ddp_unused")),
+    pytest.param("ddp_static_graph", {}, {"static_graph": True}, marks=pytest.mark.recipe("ddp_static_graph")),
 ])
 def test_each_split_pair_changes_one_ddp_option(recipe, slow_options, fast_options, smoke_run):
     proc, reports = smoke_run(recipe)

@@ -1,6 +1,6 @@
-"""DDP told its graph is static, instead of searching it for unused parameters every step (torchrun)."""
+"""DDP told its graph is static, against DDP's defaults (torchrun)."""
 
-TITLE = "DistributedDataParallel: static_graph=True, not find_unused_parameters=True"
+TITLE = "DistributedDataParallel: static_graph=True, against DDP's defaults"
 DISTRIBUTED = True
 PARITY = {"what": "training loss (rank 0's share of the global batch)", "early_steps": 5, "early_rtol": 1e-5,
           "window": 10, "rtol": 0.01}

@@ -3,15 +3,15 @@
 Each rank (torchrun --standalone --nproc-per-node N) trains ResNet-18 (10 classes, weights=None,
 Adam(lr=1e-4), CrossEntropyLoss, the input pipeline on the device) wrapped in
 DistributedDataParallel on its share of the global batch (64 on a GPU), one optimizer step per
-batch. With static_graph=True DDP learns the graph in the first iteration and does not search
-it again: no walk of the autograd graph per step.
+batch. With static_graph=True DDP learns the graph in the first iteration (which parameters are
+used, in which order their gradients become ready) and builds its buckets from that once.
 """
 import torch
 
 from common import data, distributed, harness, models
 
 run = harness.start(__file__, __doc__)
-options = dict(static_graph=True)  # the same graph every step: learned once, never searched
+options = dict(static_graph=True)  # the same graph every step: learned in the first iteration, once
 model = distributed.wrap(models.resnet18().to(run.device), run.device, **options)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()

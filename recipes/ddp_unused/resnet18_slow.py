@@ -1,0 +1,32 @@
+"""DDP unused-parameters recipe, ResNet-18 on CIFAR-10, slow twin: find_unused_parameters=True.
+
+Each rank (torchrun --standalone --nproc-per-node N) trains ResNet-18 (10 classes, weights=None,
+Adam(lr=1e-4), CrossEntropyLoss, the input pipeline on the device) wrapped in
+DistributedDataParallel on its share of the global batch (64 on a GPU), one optimizer step per
+batch. With find_unused_parameters=True, what a first attempt writes when unsure, DDP walks the
+autograd graph from the outputs after every forward to find parameters that will get no
+gradient; ResNet-18 has none.
+"""
+import torch
+
+from common import data, distributed, harness, models
+
+run = harness.start(__file__, __doc__)
+options = dict(find_unused_parameters=True)
+model = distributed.wrap(models.resnet18().to(run.device), run.device, **options)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+criterion = torch.nn.CrossEntropyLoss()
+batches = data.cifar10_train_batches(run)  # the global batch, alike on every rank
+
+for images, labels in run.loop(batches):
+    images, labels = distributed.rank_share(images, labels)  # this rank's share of it
+    with run.phase("forward"):
+        loss = criterion(model(images), labels)
+    with run.phase("backward"):
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # the reducer all-reduces each bucket as its gradients become ready
+    with run.phase("optimizer"):
+        optimizer.step()
+    run.log_loss(loss)
+
+run.finish()
