@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from common import catalog, cli, env, presets
 from common.analysis.results import (
@@ -150,6 +151,9 @@ class Run:
         self._hooks = None
         self._optimizers = trainstate.Stepped()  # what the learning probe saves and puts back
         self._updates = []  # optimizer steps taken by each logged loss (log_loss)
+        # a planted broken twin for the tests (faults.frozen): its steps update nothing
+        self._frozen = (register_optimizer_step_pre_hook(faults.freeze)
+                        if faults.frozen(variant, self.pair, workload) else None)
         self.memory_cap_gb = None  # set when --memory-budget-gb capped the allocator (CUDA)
         self._t_start = time.perf_counter()
         if args.memory_budget_gb:
@@ -315,6 +319,8 @@ class Run:
     def close(self) -> None:
         """Restore the process hooks start() installed."""
         self._optimizers.close()
+        if self._frozen is not None:
+            self._frozen.remove()
         if self._hooks is not None:
             self._hooks.close()
             self._hooks = None

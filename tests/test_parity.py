@@ -101,3 +101,19 @@ def test_the_slow_script_against_itself_over_a_longer_stretch_passes_exactly(twi
     assert aa.ok, parity_failure(aa)
     assert aa.probe_steps > 0 and aa.probe_max_rel == 0  # one program, probed from one state
     assert aa.early_max_rel == 0 and aa.max_rel == 0  # and every step both ran, the same
+
+
+@pytest.mark.parametrize("recipe, workload", [("grad_accumulation", "resnet18"), ("grad_accumulation", "churn"),
+                                              ("cuda_graphs", "churn")])
+def test_a_planted_twin_whose_steps_update_nothing_fails_parity_where_single_steps_are_not_compared(
+        tmp_path, recipe, workload):
+    """The recipes whose twins differ step by step (micro-batch statistics, a graph's dropout masks)
+    compare windows, which a twin that stops learning passed at smoke sizes; the learning probe,
+    loosened there but never dropped, with its check that the twin cuts its own loss, fails it."""
+    from conftest import comparison_of, run_module
+
+    proc = run_module("common.runners.compare", recipe, "--workloads", workload, "--smoke", "--device", "cpu",
+                      "--data", "synthetic", "--reports-dir", str(tmp_path), env={"COOKBOOK_FAULT": "frozen:fast"})
+    assert proc.returncode == 1 and f"parity FAILED for {recipe}/{workload}" in proc.stderr, proc.stderr
+    par = comparison_of(tmp_path, recipe)["workloads"][workload]["parity"]
+    assert not par["ok"] and par["probe_fast_drop"] < 0.1 < par["probe_drop"]

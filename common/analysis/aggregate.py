@@ -40,6 +40,7 @@ def aggregate(runs: list[RunResult]) -> VariantAggregate:
 # a twin that stops learning or learns at another rate is 25-100% off the slow twin there, while a
 # correct AMP twin stays within 2.1% (measured at batches 2-4096 on CPU).
 PROBE_RTOL = 0.1
+PROBE_LEARNS, PROBE_MIN_DROP = 0.5, 0.1  # the fast twin's own drop, against the slow one's where it is 10%+
 # fp16's GradScaler starts at a loss scale of 2**16 and halves it at each overflow, skipping that step's
 # update, until the scale fits: at most 16 skips, all early. More, or later, is a scale that never settles.
 CALIBRATION_STEPS = 16
@@ -98,17 +99,23 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
     windows = [abs(fmean(b[i:i + w]) - fmean(a[i:i + w])) / scale for i in starts]
     worst = max(range(len(windows)), key=windows.__getitem__)
     finite = all(math.isfinite(v) for v in fast.losses + fast.probe_losses)
-    # the probe compares step by step, so only where the steps are comparable (early_steps > 0): not
-    # where dropout masks, micro-batch statistics or the batches themselves differ between the twins
-    probe = _probe(slow.probe_losses, fast.probe_losses) if k else None
+    # the probe compares step by step: where the steps are comparable (early_steps > 0), and where a
+    # rule gives its own, looser probe_rtol (dropout masks or micro-batch statistics differ between the
+    # twins, yet a twin that stops learning is far further off); not for the ladder's later rungs
+    compared = (k or "probe_rtol" in rule) and not early_skipped
+    probe = _probe(slow.probe_losses, fast.probe_losses) if compared else None
     probe_rtol = rule.get("probe_rtol", PROBE_RTOL)
-    probe_ok = probe is None or probe[0] <= probe_rtol
+    # and it must learn: cut its own probe loss by at least half as much as the slow twin cut its own,
+    # which a twin whose steps update nothing cannot, however different the twins' batches make them
+    learns = probe is None or probe[1] < PROBE_MIN_DROP or probe[2] >= PROBE_LEARNS * probe[1]
+    probe_ok = probe is None or (probe[0] <= probe_rtol and learns)
     return Parity(ok=finite and max(early) <= early_rtol and windows[worst] <= rtol and probe_ok, what=what,
                   rtol=rtol, early_max_rel=max(early), early_steps=k, early_rtol=early_rtol, max_rel=windows[worst],
                   at_step=worst * w, window=w, steps=n, finite=finite, windows_compared=not rule.get("max_windows"),
                   batch_size=batch, probe_steps=min(len(slow.probe_losses), len(fast.probe_losses)),
                   probe_max_rel=probe[0] if probe else None, probe_rtol=probe_rtol if probe else 0.0,
-                  probe_drop=probe[1] if probe else None, skipped_steps=skipped, early_skipped=early_skipped)
+                  probe_drop=probe[1] if probe else None, probe_fast_drop=probe[2] if probe else None,
+                  skipped_steps=skipped, early_skipped=early_skipped)
 
 
 def by_updates(losses: list[float], skipped: list[int]) -> list[float]:
@@ -122,14 +129,16 @@ def skipped_words(steps: list[int]) -> str:
     return ", ".join(map(str, steps[:8])) + (", ..." if len(steps) > 8 else "") if steps else "in the probe"
 
 
-def _probe(a: list[float], b: list[float]) -> tuple[float, float] | None:
-    """(the largest gap of the twins' probe losses, the slow twin's drop), both as shares of the
-    slow twin's first probe loss; None without a probe in both."""
+def _probe(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
+    """(the largest gap of the twins' probe losses, the slow twin's drop, the fast twin's drop), the
+    gap and the slow drop as shares of the slow twin's first probe loss, the fast drop of its own
+    first; None without a probe in both."""
     n = min(len(a), len(b))
     if n == 0:
         return None
     first = max(abs(a[0]), 1e-6)
-    return max(abs(y - x) for x, y in zip(a[:n], b[:n])) / first, (a[0] - min(a[:n])) / first
+    return (max(abs(y - x) for x, y in zip(a[:n], b[:n])) / first, (a[0] - min(a[:n])) / first,
+            (b[0] - min(b[:n])) / max(abs(b[0]), 1e-6))
 
 
 def parity_failure(par: Parity) -> str:
@@ -140,6 +149,11 @@ def parity_failure(par: Parity) -> str:
     if par.early_max_rel > par.early_rtol:
         return (f"the first {par.early_steps} steps' losses differ by up to {par.early_max_rel:.2%} "
                 f"(tolerance {par.early_rtol * 100:.4g}% at batch {par.batch_size})")
+    if par.probe_fast_drop is not None and par.probe_drop >= PROBE_MIN_DROP \
+            and par.probe_fast_drop < PROBE_LEARNS * par.probe_drop:
+        return (f"on the learning probe ({par.probe_steps} steps on one batch) the fast twin cut its loss by "
+                f"{par.probe_fast_drop:.0%} where the slow twin cut its own by {par.probe_drop:.0%}: it does not "
+                "learn as the slow one does (its steps may update nothing)")
     if par.probe_max_rel is not None and par.probe_max_rel > par.probe_rtol:
         return (f"on the learning probe ({par.probe_steps} steps on one batch) the losses differ by up to "
                 f"{par.probe_max_rel:.2%} of the first (tolerance {par.probe_rtol * 100:.4g}%; the slow twin cut its "

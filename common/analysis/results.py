@@ -553,6 +553,7 @@ class Parity(Record):
     probe_max_rel: float | None = None
     probe_rtol: float = 0.0
     probe_drop: float | None = None  # how far the slow twin cut its probe loss, as a share of where it began
+    probe_fast_drop: float | None = None  # how far the fast twin cut its own
     # the fast twin's skipped updates (fp16's loss scale calibrating): early steps and probe not compared
     skipped_steps: list[int] = field(default_factory=list)
     early_skipped: bool = False

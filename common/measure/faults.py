@@ -7,7 +7,10 @@
   A/A over as many rounds as factors both twins meet every pace once, neither favoured, while the
   twins of one round run at different paces and time different numbers of steps;
 - "fix:zero_lr" lets the doctor's --try name a fix that zeroes the learning rate
-  (analysis.fixes.BROKEN), which its parity check must fail.
+  (analysis.fixes.BROKEN), which its parity check must fail;
+- "frozen:fast" (or "frozen:fast:churn") plants a broken twin: every optimizer step of the matching
+  variant updates nothing (its learning rates set to 0 as it steps), a twin that has lost its
+  optimizer step, which parity must fail in every training recipe.
 
 The variant is the run's role in its comparison (RUN_ENV, which the recipe runner sets: under
 `--aa` the slow script plays both roles), else the script's own. Both wrap the batch stream, so
@@ -40,6 +43,19 @@ def planned(variant: str, pair: str, workload: str | None = None) -> str | None:
     if rank and rank != str(env.rank_world()[0]):
         return None
     return kind
+
+
+def frozen(variant: str, pair: str, workload: str | None = None) -> bool:
+    """Whether "frozen:<variant>[:<pair or workload>]" is planned for this run."""
+    kind, _, target = os.environ.get(ENV, "").partition(":")
+    want_variant, _, want = target.partition(":")
+    return kind == "frozen" and want_variant == role(variant)[0] and want in ("", pair, workload)
+
+
+def freeze(optimizer, args, kwargs) -> None:
+    """A global optimizer step pre-hook: the step that follows updates nothing."""
+    for group in optimizer.param_groups:
+        group["lr"] = 0.0
 
 
 def pace(variant: str) -> float | None:
