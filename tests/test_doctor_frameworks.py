@@ -275,3 +275,30 @@ def test_a_batch_given_as_keyword_arguments_gives_its_size(tmp_path):
                       "--", str(PLAIN / "keyword_batches.py"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(out.read_text())["result"]["config"]["batch_size"] == 24
+
+
+def test_a_script_folder_with_its_own_common_package_runs(tmp_path):
+    """The child starts in the cookbook's folder and moves into the script's, so `-m common...` is the
+    cookbook's even beside a user's `common.py`."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "common.py").write_text("VALUE = 16\n")
+    (folder / "train.py").write_text((PLAIN / "short.py").read_text().replace(
+        "import torch\n", "import torch\nfrom common import VALUE\n", 1).replace("torch.nn.Linear(8, 1)",
+                                                                            "torch.nn.Linear(VALUE // 2, 1)"))
+    proc = run_module("common.runners.doctor", str(folder / "train.py"), "--reports-dir", str(tmp_path / "r"),
+                      "--warmup", "1", "--steps", "3", "--time", "0.1", "--profile-steps", "0", "--", "--steps", "40")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_sync_counter_leaves_tensor_as_it_was_and_compiled_scripts_alone():
+    from common.measure.syncs import READS, SyncLines
+
+    before = {name: torch.Tensor.__dict__.get(name) for name in READS}
+    lines = SyncLines(PLAIN / "short.py", cuda=False)
+    lines.install()
+    torch.ones(()).item()  # this file is not the script's folder: not counted
+    lines.uninstall()
+    assert {name: torch.Tensor.__dict__.get(name) for name in READS} == before and lines.counts == {}
+    assert not lines._script_code(str(REPO / "common" / "harness.py"))
+    assert not lines._script_code("/usr/lib/python3/dist-packages/x.py")

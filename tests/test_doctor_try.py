@@ -28,8 +28,10 @@ def test_a_loader_bound_script_measures_its_workers_faster_and_proves_them_appli
     assert workers["verdict"] == "faster" and workers["speedup"]["low"] > 1, workers  # the interval excludes 1
     assert "loader workers handed out the batches" in workers["why"]  # the multi-process iterator
     assert workers["parity_ok"] and trials["deterministic"]
-    s = workers["speedup"]
-    said = f"{workers['label']} {s['ratio']:.2f}x faster (95% interval {s['low']:.2f}-{s['high']:.2f}"
+    from common.analysis import stats
+    from common.analysis.results import Speedup
+
+    said = f"{workers['label']} {stats.describe(Speedup.from_json(workers['speedup']))}"  # a wide one in words
     assert f"Headline: Measured on your script: {said}" in proc.stdout and said in md.splitlines()[2]
     assert "## Tried on your script" in md and "The lines to add to your script" in md
     assert "num_workers=workers,  # your cores but one" in md  # the recipe's lesson, in a user's loop

@@ -125,7 +125,8 @@ def read(obs: Observation) -> DoctorVerdict:
     top = d.findings[0]
     where = "" if obs.result.device == "cuda" else " (CPU run)"
     cv = t.summary.cv
-    noisy = (f"; but its step times varied by CV {cv:.0%}, too much for these shares to be sure (try an idle "
-             "machine, fewer threads (--cpus), or a longer --time)") if cv > STEP_CV_NOISY else ""
+    noisy = (f"; but its step times varied by CV {cv:.0%}, too much for these shares to be sure: a busy "
+             "machine (try an idle one, fewer threads with --cpus, or a longer --time) or the script's own "
+             "uneven steps (loader stalls, work every N steps)") if cv > STEP_CV_NOISY else ""
     return DoctorVerdict(headline=f"{top.says[0].upper() + top.says[1:]}{where}{noisy}", diagnosis=d,
                          gains=gains_of(obs, d.bottleneck.costs), blind=blind_spots(obs))

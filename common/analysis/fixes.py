@@ -52,14 +52,16 @@ LINES = {
             "scaler.scale(loss).backward()  # in place of loss.backward()",
             "scaler.step(optimizer)  # in place of optimizer.step(): skips a step whose gradients overflowed",
             "scaler.update()"],
-    "tf32": ['torch.backends.cuda.matmul.fp32_precision = "tf32"  # TF32 matmuls (sm_80+): fp32 range, 10-bit mantissa',
+    "tf32": ["torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # the legacy flags "
+             "first: a library that reads them (Lightning) must not raise",
+             'torch.backends.cuda.matmul.fp32_precision = "tf32"  # TF32 matmuls (sm_80+): fp32 range, 10-bit mantissa',
              'torch.backends.cudnn.conv.fp32_precision = "tf32"  # and convolutions'],
     "cudnn_benchmark": ["torch.backends.cudnn.benchmark = True  # time each convolution's algorithms once per shape, "
                         "keep the fastest"],
     "channels_last": ["model = model.to(memory_format=torch.channels_last)  # NHWC weights",
                       "x = x.to(device, memory_format=torch.channels_last)  # NHWC batches"],
-    "fused": ["optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)  # one kernel for every "
-              "parameter (CUDA; foreach=True elsewhere)"],
+    "fused": ["optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)  # your own optimizer and "
+              "settings, with fused=True added: one kernel for every parameter's update"],
     "compile": ["model = torch.compile(model)  # fused kernels; mode=\"reduce-overhead\" where launches dominate"],
     "set_to_none": ["optimizer.zero_grad(set_to_none=True)  # no fill kernels: backward writes fresh gradients"],
 }

@@ -145,6 +145,8 @@ WORDS = {"faster": "faster", "slower": "slower", "no meaningful difference": "no
 
 def _processes(s: Speedup) -> str:
     n = s.processes
+    if not n:
+        return "processes not recorded"
     return (f"{n[0]} process{'es' if n[0] > 1 else ''} each" if n[0] == n[1]
             else f"{n[0]} slow and {n[1]} fast processes")
 

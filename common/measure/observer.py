@@ -133,6 +133,7 @@ class Observer:
         self.losses = []  # each backward's loss (--step forward: each output's mean), on its device
         self.t_start = time.perf_counter()
         self._syncs = None  # SyncLines, over the profiled steps (made once the device is known)
+        self.cwd = os.getcwd()  # where the script started (a script may chdir later: Hydra does)
 
     # --- installing -----------------------------------------------------------------------------
     def install(self):
@@ -287,13 +288,12 @@ class Observer:
         def outside(*a, **k):
             self.busy -= 1
             self._leave("optimizer")
-            try:
-                with torch.profiler.record_function(CLOSURE) if self.phases and self.phases.profiling \
-                        else contextlib.nullcontext():
-                    return closure(*a, **k)
-            finally:
-                self._enter("optimizer")
-                self.busy += 1
+            with torch.profiler.record_function(CLOSURE) if self.phases and self.phases.profiling \
+                    else contextlib.nullcontext():
+                result = closure(*a, **k)  # if it raises, the step does too and its post-hook never runs:
+            self._enter("optimizer")  # so the step is re-entered on a normal return only
+            self.busy += 1
+            return result
 
         return ((args[0], outside, *args[2:]), kwargs) if in_args else (args, {**kwargs, "closure": outside})
 
@@ -539,7 +539,7 @@ class Observer:
                           optimizer_flags=self.flags, zero_grad=self.zero_grad,
                           models=list(self.top_modules.values()), model_calls=self.calls, batches=self.batches,
                           loaders=list(self.loaders.values()), result=self.result, fixes=dict(self.fixes.said),
-                          cwd=os.getcwd(), sync_lines=self._sync_lines())
+                          cwd=self.cwd, sync_lines=self._sync_lines())
         if self.result is not None:
             self.result.compile, self.result.total_s = compile_stats(), time.perf_counter() - self.t_start
             # note: this is a sync point, after the script stopped
@@ -589,6 +589,17 @@ class Watched:
         return getattr(self.it, name)
 
 
+def step_aside(folder: Path) -> dict:
+    """Where the script's folder has a `common` of its own (common.py, a common/ package), the
+    cookbook's modules of that name leave sys.modules while the script runs, so that its `import
+    common` finds its own; every module of the cookbook's is imported by then and bound where it is
+    used. Returns them, to put back after the script."""
+    if not ((folder / "common.py").exists() or (folder / "common" / "__init__.py").exists()):
+        return {}
+    names = [name for name in sys.modules if name == "common" or name.startswith("common.")]
+    return {name: sys.modules.pop(name) for name in names}
+
+
 def user_traceback(exc: BaseException, script: Path) -> str:
     """The script's own traceback, from its first frame: the doctor's frames are not the user's concern."""
     tb = exc.__traceback__
@@ -603,12 +614,14 @@ def parse_args(argv):
     p.add_argument("--out", required=True)
     p.add_argument("--trace-dir", required=True)
     p.add_argument("--fix", action="append", default=[], help="apply one of the doctor's fixes (repeatable)")
+    p.add_argument("--cwd", help="the folder the script runs in (default: the script's own)")
     add_doctor_flags(p)
     own, rest = split_passthrough(argv)
     args = p.parse_args(own)
     if not rest:
         p.error("give the script after --: ... -- path/to/train.py its args")
     args.script, args.script_args = str(Path(rest[0]).resolve()), rest[1:]
+    args.out, args.trace_dir = str(Path(args.out).absolute()), str(Path(args.trace_dir).absolute())  # before chdir
     return args
 
 
@@ -618,6 +631,9 @@ def main(argv=None) -> int:
     interrupt_on_sigterm()  # a kill ends like Ctrl-C: nothing written
     os.environ[env.PLAIN_ENV] = "1"  # a harness script steps aside (harness.Run.loop)
     sys.argv = [str(script), *args.script_args]
+    # started in the cookbook's folder, so that `-m common...` cannot find a `common` of the script's;
+    # then into the script's folder (or --cwd), as `cd folder && python train.py`
+    os.chdir(args.cwd or script.parent)
     sys.path.insert(0, str(script.parent))  # as `python train.py` puts its folder first
     random.seed(0)  # every run of the script starts from the same random state
     torch.manual_seed(0)
@@ -628,6 +644,7 @@ def main(argv=None) -> int:
     observer = Observer(args)
     observer.install()
     how = "script ended"
+    shadowed = step_aside(script.parent)
     try:
         runpy.run_path(str(script), run_name="__main__")
     except Measured:
@@ -651,6 +668,7 @@ def main(argv=None) -> int:
         return 1
     finally:
         observer.uninstall()
+        sys.modules.update(shadowed)
     obs = observer.finish(how)
     write_result(Path(args.out), obs)
     return 0

@@ -17,6 +17,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from common.analysis.results import KindRow, KindView, MemoryArtifacts, OpRow, OpView, OpViews
 from common.analysis.traces import GPU_CATS, LAUNCH_CATS, read_trace
 from common.env import rank_world
+from common.measure import memory
 
 # host-blocking CUDA runtime calls; .item() on CUDA shows up as a cudaStreamSynchronize
 SYNC_APIS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
@@ -295,8 +296,6 @@ def memory_artifacts(prof, out_dir: Path, worker: str, device: torch.device, sna
     """The profiler's memory timeline (HTML, by category: parameters, gradients, activations,
     optimizer state...) and, on CUDA, the allocator snapshot recorded over the profiled steps."""
     import warnings
-
-    from common.measure import memory
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

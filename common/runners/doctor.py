@@ -98,13 +98,13 @@ def main(argv=None) -> int:
     reports = Path(args.reports_dir)
     out_dir = launch.output_folder(reports, "doctor", name)  # checked ...
     launch.make_folder(out_dir, reports)  # ... and created once every input has passed
-    flags = doctor_flags(args) + ["--trace-dir", str(reports / "traces" / "doctor" / name), "--", str(script),
-                                  *args.script_args]
+    flags = doctor_flags(args) + ["--trace-dir", str(reports / "traces" / "doctor" / name), "--cwd", str(args.cwd),
+                                  "--", str(script), *args.script_args]
     launch.ensure_ceiling(launch.cuda_available())  # in a child first: never inside the user's job
     print(f"doctor: running {shlex.join([os.path.relpath(script), *args.script_args])} "
           f"(log: {out_dir / 'observation.log'})", flush=True)
     outcome = launch.child(["-m", "common.measure.observer"], flags, out_dir / "observation.json", cpus=cpus,
-                           echo=launch.echo, read=None, cwd=args.cwd)
+                           echo=launch.echo, read=None)
     if outcome.kind != "ok":
         if outcome.returncode != EXIT_COOKBOOK_FAULT and (line := missing_path(outcome, args.cwd)):
             print(line, file=sys.stderr)

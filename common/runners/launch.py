@@ -240,7 +240,10 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
     t0 = time.perf_counter()
     cut = False
     with open(log, "w") as f:
-        proc = _start(cmd, target, under, Path(cwd or env.REPO_ROOT), child_env, cpus, None if echo else f)
+        # a child with a deadline leads its own process group, so that a cut ends what it started too
+        # (DataLoader workers, a multiprocessing launch), not itself alone
+        proc = _start(cmd, target, under, Path(cwd or env.REPO_ROOT), child_env, cpus, None if echo else f,
+                      session=timeout is not None)
         try:
             if echo is not None:
                 for line in proc.stdout:  # progress as it happens, and a copy in the log
@@ -251,12 +254,14 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
             except subprocess.TimeoutExpired:
                 cut = True  # stopped below, as on Ctrl-C, with a short grace: a budget is a budget
         finally:  # also on Ctrl-C or a kill: the child stops with its runner
-            if proc.poll() is None:
-                proc.terminate()
+            group = timeout is not None and isinstance(proc, subprocess.Popen)
+            if proc.poll() is None or group:
+                _signal(proc, signal.SIGTERM, group)
                 try:
                     proc.wait(timeout=5 if cut else 30)
                 except subprocess.TimeoutExpired:
-                    proc.kill()
+                    pass
+                _signal(proc, signal.SIGKILL, group)
             if proc.stdout is not None:
                 proc.stdout.close()
     seconds = time.perf_counter() - t0
@@ -272,7 +277,18 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
     return Outcome("failed", None, seconds, log, proc.returncode, tail)
 
 
-def _start(cmd, target, under, cwd: Path, child_env: dict, cpus, log):
+def _signal(proc, sig, group: bool) -> None:
+    """The child (and, where it leads its own session, everything in its process group)."""
+    try:
+        if group:
+            os.killpg(proc.pid, sig)
+        elif proc.poll() is None:
+            proc.send_signal(sig) if isinstance(proc, subprocess.Popen) else os.kill(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _start(cmd, target, under, cwd: Path, child_env: dict, cpus, log, session: bool = False):
     """The child as a Popen (its output into `log`, or a pipe to read when `log` is None), or, where
     the test suite runs a zygote (env.ZYGOTE_ENV), forked from it: the same program, without the
     seconds of torch's import."""
@@ -283,7 +299,8 @@ def _start(cmd, target, under, cwd: Path, child_env: dict, cpus, log):
         except OSError:
             pass  # the zygote is gone: a plain process does the same
     return subprocess.Popen(cmd, cwd=cwd, stdout=log if log is not None else subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=child_env, preexec_fn=_pin(cpus))
+                            stderr=subprocess.STDOUT, text=True, env=child_env, preexec_fn=_pin(cpus),
+                            start_new_session=session)
 
 
 class Forked:

@@ -71,11 +71,12 @@ def run_arm(plan: Plan, arm: tuple[str, ...], round_no: int) -> launch.Outcome:
     out.parent.mkdir(parents=True, exist_ok=True)
     profile = max(plan.profile_steps, 2) if round_no == 1 else 0  # round 1's trace proves the fix took effect
     flags = [*plan.flags, "--profile-steps", str(profile), "--trace-dir", str(plan.out_dir / "traces" / name),
-             *[x for fix in arm for x in ("--fix", fix)], "--", str(plan.script), *plan.script_args]
+             *[x for fix in arm for x in ("--fix", fix)], "--cwd", str(plan.cwd or plan.script.parent),
+             "--", str(plan.script), *plan.script_args]
     if plan.left() <= 1:  # the budget bounds the wall time: no run starts once it has ended
         return launch.Outcome("cut", None, 0.0, out.with_suffix(".log"), 0, ["the budget had ended"])
     outcome = launch.child(["-m", "common.measure.observer"], flags, out, cpus=plan.cpus, read=None,
-                           cwd=plan.cwd or plan.script.parent, timeout=plan.left())
+                           timeout=plan.left())
     if outcome.kind != "ok":
         return outcome
     obs = read_result(out, Observation, "make doctor SCRIPT=... FLAGS='--try'")
@@ -260,8 +261,8 @@ def headline(rows: list[Trial], cpu: bool) -> str:
     if not any(t.speedup for t in rows):
         return f"Measured on your script: no fix could be timed (each one's row says why){where}"
     if not won and any(t.speedup and stats.too_noisy(t.speedup) for t in rows):
-        return (f"Measured on your script: this machine was too noisy to decide: the unchanged script's own "
-                f"processes disagreed beyond what the rounds run could resolve (try {stats.NOISY_ADVICE}){where}")
+        return (f"Measured on your script: too noisy to decide: the processes' times disagreed beyond what the "
+                f"rounds run could resolve (try {stats.NOISY_ADVICE}){where}")
     if not won:
         return f"Measured on your script: no fix tried was faster{where}"
     best = max(won, key=lambda t: t.speedup.ratio)
