@@ -19,7 +19,7 @@ CLIMBED = "churn"
 # the test of tests/test_recipes.py whose smoke run asserts each metric a ResNet-18 rung declares
 WHERE = {"worker_cpu_ms_per_step": "test_loader_work_moves_out_of_the_training_process",
          "syncs_per_step": "test_host_reads_per_step_drop_to_zero",
-         "optimizer_ops": "test_multi_tensor_adam_calls_far_fewer_ops",
+         "optimizer_ops": "test_fused_adam_calls_far_fewer_ops",
          "forward_ops": "test_compiled_graph_calls_fewer_ops_and_pays_on_the_first_step"}
 
 
