@@ -87,14 +87,6 @@ def resolve_config(args, workload: str, mode: str, overrides: dict, pair: str) -
                   data=args.data, min_time_s=pick("min_time") or 0.0, probe_steps=pick("probe_steps"))
 
 
-def skipped_updates(updates: list[int]) -> list[int]:
-    """The logged steps that made no optimizer update, from the updates counted at each log: where a
-    GradScaler skipped the step (an inf or NaN gradient). None in a run that never updates (serving)."""
-    if not updates or not updates[-1]:
-        return []
-    return [i for i, (before, now) in enumerate(zip([0] + updates, updates)) if now == before]
-
-
 @dataclass
 class Measured:
     """What run.loop()'s stages returned, each filled in as its stage ends."""
@@ -150,7 +142,7 @@ class Run:
         self._feed, self._monitor, self._measured = None, None, Measured()
         self._hooks = None
         self._optimizers = trainstate.Stepped()  # what the learning probe saves and puts back
-        self._updates = []  # optimizer steps taken by each logged loss (log_loss)
+        self._skips = trainstate.ScalerSkips(lambda: len(self._losses))  # steps a GradScaler skipped
         # a planted broken twin for the tests (faults.frozen): its steps update nothing
         self._frozen = (register_optimizer_step_pre_hook(faults.freeze)
                         if faults.frozen(variant, self.pair, workload) else None)
@@ -199,10 +191,8 @@ class Run:
         return self._phases.range(name)
 
     def log_loss(self, loss: torch.Tensor) -> None:
-        """Keep the loss on the device (no sync); read once in finish() for the parity check, with the
-        optimizer steps taken so far (a step that took none was skipped, as a GradScaler does)."""
+        """Keep the loss on the device (no sync); read once in finish() for the parity check."""
         self._losses.append(loss.detach())
-        self._updates.append(self._optimizers.updates)
 
     def log_output(self, output: torch.Tensor) -> None:
         """Serving scripts: the batch's mean output stands in for the loss in the parity check. Kept
@@ -291,7 +281,7 @@ class Run:
         losses = torch.stack([x.float().mean() for x in self._losses]).cpu().tolist() if self._losses else []
         a, b = self._probe_span  # step k of `losses` is the k-th step outside the probe, in both twins
         losses, probe_losses = losses[:a] + losses[b:], losses[a:b]
-        skipped = skipped_updates(self._updates)  # indices into every logged loss, the probe's included
+        skipped = self._skips.steps()  # indices into every logged loss, the probe's included
         if self._output_bytes is not None:  # serving (known only once it logged an answer): no probe
             probe_losses = []
         gpu = self._monitor.report()  # started with the timed steps, which finished
@@ -319,6 +309,7 @@ class Run:
     def close(self) -> None:
         """Restore the process hooks start() installed."""
         self._optimizers.close()
+        self._skips.close()
         if self._frozen is not None:
             self._frozen.remove()
         if self._hooks is not None:

@@ -183,14 +183,25 @@ def test_the_amp_fix_casts_to_what_the_profile_says(monkeypatch, name, applied):
 
 
 # --- ceilings and MFU ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["T4", "A100", "H100"])
-def test_the_ceilings_measured_are_the_gpus_native_dtypes(monkeypatch, tmp_path, name):
+@pytest.mark.parametrize("name, simulated", [("T4", None), ("A100", None), ("H100", None), ("H100", "T4")])
+def test_the_ceilings_measured_are_the_gpus_native_dtypes(monkeypatch, tmp_path, name, simulated):
+    """Read from the card's own capability: a simulated profile changes a run's choices, never what
+    its hardware is measured for (an H100 with COOKBOOK_DEVICE_PROFILE=T4 set would otherwise cache
+    no bf16 ceiling under the H100's name)."""
     from common.measure import ceiling
 
     from tests_helpers import stamp
 
+    gpu = device.SIMULATED[name]
     measured = []
-    monkeypatch.setenv("COOKBOOK_DEVICE_PROFILE", name)
+    if simulated:
+        monkeypatch.setenv("COOKBOOK_DEVICE_PROFILE", simulated)
+    else:
+        monkeypatch.delenv("COOKBOOK_DEVICE_PROFILE", raising=False)
+    props = types.SimpleNamespace(name=gpu.name, major=gpu.capability[0], minor=gpu.capability[1], total_memory=16e9)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ["sm_75", "sm_80", "sm_90"])
     monkeypatch.setenv("COOKBOOK_DATA_DIR", str(tmp_path))
     monkeypatch.setattr(ceiling, "_matmul_tflops", lambda dev, dtype, tf32: measured.append((dtype, tf32)) or 1.0)
     monkeypatch.setattr(ceiling, "_copy_gbs", lambda dev: 100.0)
@@ -223,8 +234,21 @@ def test_mfu_divides_by_the_ceiling_of_the_dtype_the_math_ran_in():
                           sync_apis_per_step=None, memcpy_per_step=None, phases={}, views=None, roofline=roof)
     v = aggregate([r])
     v.ceiling = t4
-    assert metrics.math_dtype(v) == "float16"
-    assert metrics.get("mfu").value(v) == pytest.approx(2.0 / 50.0)
+    assert metrics.get("mfu").value(v) == pytest.approx(2.0 / 50.0)  # the add is not tensor-core math
+
+    # an fp32 ResNet on an H100: its convolutions run TF32 (cuDNN's default), its classifier matmul not
+    h100 = Ceilings(gpu="H100", bf16_tflops=800.0, fp16_tflops=800.0, tf32_tflops=400.0, fp32_tflops=60.0)
+    roof.ops = [OpRoof("aten::convolution", "convolution", "float32", 1, 18e9, 1e6, 9.0, None, None),
+                OpRoof("aten::addmm", "matmul", "float32", 1, 2e9, 1e6, 1.0, None, None)]
+    v = aggregate([r])
+    v.ceiling = h100
+    v.env.tf32_matmul, v.env.tf32_cudnn = False, True
+    assert metrics.peak_tflops(v) == pytest.approx(20 / (18 / 400 + 2 / 60))
+    assert metrics.get("mfu").value(v) == pytest.approx(2.0 / metrics.peak_tflops(v))
+    roof.ops = []  # a replayed CUDA graph: no op in the trace, no ceiling guessed
+    v = aggregate([r])
+    v.ceiling = h100
+    assert metrics.get("mfu").value(v) is None
 
 
 def test_a_gpus_ceilings_are_never_measured_inside_a_run(monkeypatch):
@@ -313,11 +337,33 @@ def test_a_sweep_the_gpu_cannot_run_is_reported_not_timed(tmp_path):
 
 
 # --- fp16's loss scale on a T4 -------------------------------------------------------------------------
-def test_steps_without_an_optimizer_update_are_counted():
-    from common.harness import skipped_updates
+@pytest.mark.parametrize("fused", [False, True])
+def test_the_steps_a_grad_scaler_skipped_are_its_own_verdict(fused):
+    """Not a count of optimizer.step() calls: a fused optimizer is always stepped (it skips inside its
+    kernel), and a step captured in a CUDA graph replays with no Python step at all, which counted
+    that way read as every step skipped."""
+    from common.measure import trainstate
 
-    assert skipped_updates([0, 0, 1, 2, 2, 3]) == [0, 1, 4]  # updates counted at each logged loss
-    assert skipped_updates([0, 0, 0]) == []  # serving: nothing ever updates, nothing is "skipped"
+    logged = []
+    skips = trainstate.ScalerSkips(lambda: len(logged))
+    try:
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=fused)
+        scaler = torch.amp.GradScaler("cpu")
+        for scale in (1e35, 1.0, 1e35, 1.0, 1.0):  # an overflow at steps 0 and 2
+            loss = model(torch.randn(8, 4)).pow(2).mean() * scale
+            optimizer.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            logged.append(loss)
+        assert skips.steps() == [0, 2]
+        plain = torch.amp.GradScaler("cpu", enabled=False)  # bf16 or fp32: a disabled scaler skips nothing
+        plain.step(optimizer)
+        assert skips.steps() == [0, 2]
+    finally:
+        skips.close()
+    assert torch.amp.GradScaler.step.__qualname__ == "GradScaler.step"
 
 
 def _twins(fast_losses, skipped, probe_skipped=0):

@@ -89,9 +89,15 @@ def test_only_written_files_are_listed(tmp_path):
 
 
 def test_mfu_is_achieved_tflops_over_the_measured_ceiling():
+    import types
+
+    from common.analysis.results import OpRoof
+
     agg = aggregate.aggregate([run_result(median=10.0, device="cuda")])
     agg.flops_per_step = 4e12  # 4 TFLOP in 10 ms: 400 TFLOP/s
     agg.ceiling = Ceilings(bf16_tflops=800.0)
+    matmul = OpRoof("aten::mm", "matmul", "bfloat16", 1, 4e12, 1e6, 5.0, None, None)  # the step's math: bf16
+    agg.evidence = types.SimpleNamespace(roofline=types.SimpleNamespace(ops=[matmul]))
     assert metrics.get("tflops").value(agg) == pytest.approx(400.0)
     assert metrics.get("mfu").text(agg) == "50.0%"
     agg.ceiling = None  # a CPU run, or not measured: no MFU rather than a guess

@@ -80,21 +80,29 @@ def tflops(v: VariantAggregate):
     return v.flops_per_step / v.median_ms / 1e9 if v.flops_per_step and v.median_ms else None
 
 
-def math_dtype(v: VariantAggregate) -> str:
-    """The dtype that carries most of the step's tensor-core FLOPs (matmuls, convolutions, attention)
-    in the profiled steps' roofline; bf16 where no step was profiled."""
+def peak_tflops(v: VariantAggregate) -> float | None:
+    """The ceiling the step's tensor-core math could reach, weighted by where its FLOPs are: each
+    matmul, convolution and attention op of the profiled steps at its own dtype's measured ceiling
+    (TF32 where the stamp says it was on, the matmul flag for matmuls and cuDNN's for convolutions),
+    combined as total FLOPs over the time each would take at its ceiling. None without such ops in
+    the trace (a replayed CUDA graph shows none): no ceiling is guessed."""
     roof = v.evidence.roofline if v.evidence else None
-    flops = {}
+    flops = seconds = 0.0
     for op in (roof.ops if roof else []):
-        if op.kind in ("matmul", "convolution", "attention"):
-            flops[op.dtype] = flops.get(op.dtype, 0.0) + op.flops
-    return max(flops, key=flops.get) if flops else "bfloat16"
+        if op.kind in ("matmul", "convolution", "attention") and op.flops:
+            tf32 = v.env.tf32_matmul if op.kind == "matmul" else v.env.tf32_cudnn
+            peak = ceiling.peak_tflops(v.ceiling, op.dtype, bool(tf32))
+            if not peak:
+                return None
+            flops, seconds = flops + op.flops, seconds + op.flops / peak
+    return flops / seconds if seconds else None
 
 
 def _mfu(v: VariantAggregate):
-    """Over the ceiling of the dtype its math ran in: an fp32 step against fp32's (TF32's where on),
-    a T4's fp16 against fp16's, never against a ceiling its math could not reach."""
-    return ceiling.mfu(tflops(v), v.ceiling, math_dtype(v), bool(v.env.tf32_matmul))
+    """Over the ceiling its math could reach (peak_tflops): an fp32 step against fp32's (TF32's where
+    on), a T4's fp16 against fp16's, never against a ceiling its math could not reach."""
+    achieved, peak = tflops(v), peak_tflops(v)
+    return achieved / peak if achieved is not None and peak else None
 
 
 def _ddp(key):  # what common.distributed.settle gathered over the ranks (the ddp recipe)

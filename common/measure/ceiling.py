@@ -71,7 +71,7 @@ def _copy_gbs(device: torch.device) -> float:
 def measure(device: torch.device) -> Ceilings:
     """The ceilings of this hardware: a simulated profile (env.DEVICE_PROFILE_ENV) changes what a run
     chooses, never what its device reaches, so a CPU is measured as a CPU."""
-    dtypes = device_profile.profile(device).ceiling_dtypes if device.type == "cuda" else CPU_DTYPES
+    dtypes = device_profile.profile(device, simulate=False).ceiling_dtypes if device.type == "cuda" else CPU_DTYPES
     before = torch.backends.cuda.matmul.fp32_precision  # fp32_precision, never allow_tf32 (common.measure.tf32)
     measured = {}
     try:

@@ -18,8 +18,9 @@ from common.analysis import device as rules
 from common.analysis.device import DeviceProfile
 
 
-def profile(device: torch.device) -> DeviceProfile:
-    name = os.environ.get(env.DEVICE_PROFILE_ENV)
+def profile(device: torch.device, simulate: bool = True) -> DeviceProfile:
+    """simulate=False: this hardware's own, whatever env.DEVICE_PROFILE_ENV says (its ceilings)."""
+    name = os.environ.get(env.DEVICE_PROFILE_ENV) if simulate else None
     if name:
         return rules.simulated(name)
     if device.type != "cuda":

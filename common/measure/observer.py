@@ -69,9 +69,10 @@ TOO_MANY_WORKERS = re.compile(r"create (?P<made>\d+) worker processes in total\.
 NO_STEP_AFTER = 200  # model calls or batches with no optimizer.step(): the script needs --step
 
 
-class CookbookFault(Exception):
+class CookbookFault(BaseException):
     """The doctor's own code failed while the user's script was running: reported as the cookbook's
-    error with its traceback, never as "the script raised"."""
+    error with its traceback, never as "the script raised". A BaseException, as Measured is, so that
+    a script's `except Exception:` cannot swallow it and go on with the doctor broken."""
 
 
 # errors of the script's own device work, which CUDA reports at the next sync, wherever that is

@@ -13,19 +13,12 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 
 class Stepped:
-    """The optimizers that have stepped in this process since this was made, and how many steps they
-    took (a global step hook: the harness never sees the script's objects). A GradScaler that finds
-    an inf or NaN gradient does not call optimizer.step(): that step makes no update here."""
+    """The optimizers that have stepped in this process since this was made (a global step hook: the
+    harness never sees the script's objects)."""
 
     def __init__(self):
         seen = self._seen = weakref.WeakSet()
-        self.updates = 0
-
-        def stepped(optimizer, args, kwargs):
-            seen.add(optimizer)
-            self.updates += 1
-
-        self._handle = register_optimizer_step_pre_hook(stepped)
+        self._handle = register_optimizer_step_pre_hook(lambda optimizer, args, kwargs: seen.add(optimizer))
 
     def __iter__(self):
         return iter(list(self._seen))
@@ -101,3 +94,33 @@ def parameter_elements(optimizers) -> dict[str, int]:
                     name = TRACE_DTYPES.get(p.dtype, str(p.dtype))
                     out[name] = out.get(name, 0) + p.numel()
     return out
+
+
+class ScalerSkips:
+    """The steps a GradScaler skipped (an inf or NaN gradient while its scale calibrates), from its
+    own verdict: each GradScaler.step records the inf flags it found, as device tensors (no sync),
+    against the index of the loss the step will log; read once, after the run. Not from counting
+    optimizer.step() calls: a fused optimizer is stepped and skips inside its kernel, and a step
+    captured in a CUDA graph is replayed without any Python step at all."""
+
+    def __init__(self, index):
+        self.found = []  # (the logged loss's index, the inf flags' sum)
+        real = self._real = torch.amp.GradScaler.step
+        skips = self
+
+        def step(scaler, optimizer, *args, **kwargs):
+            out = real(scaler, optimizer, *args, **kwargs)
+            if scaler.is_enabled():
+                flags = scaler._per_optimizer_states[id(optimizer)]["found_inf_per_device"].values()
+                if flags:
+                    skips.found.append((index(), sum(f.detach().float().sum() for f in flags)))
+            return out
+
+        torch.amp.GradScaler.step = step
+
+    def steps(self) -> list[int]:
+        """The indices of the logged losses whose step the scaler skipped (note: a sync, after the run)."""
+        return sorted({i for i, flag in self.found if float(flag) > 0})
+
+    def close(self) -> None:
+        torch.amp.GradScaler.step = self._real
