@@ -113,6 +113,23 @@ def test_a_timeout_ends_the_targets_children_and_grandchildren(tmp_path):
         _kill(pids)
 
 
+# a torchrun rank: a grandchild in a session of its own, which the target's group signals miss
+SPAWNS_A_SESSION = SPAWNS.replace("g = subprocess.Popen(['sleep', '300'])",
+                                  "g = subprocess.Popen(['sleep', '300'], start_new_session=True)")
+
+
+def test_a_timeout_ends_a_grandchild_that_left_the_group(tmp_path):
+    pid_file = tmp_path / "pids"
+    target = gpucheck.Target("spawns", ["-c", SPAWNS_A_SESSION, str(pid_file)])
+    ok, line = gpucheck.run(target, tmp_path / "spawns.log", 2)
+    pids = _pids(pid_file, within=1)
+    try:
+        assert not ok and "timed out after 2 s" in line
+        assert _gone(pids), "a grandchild in its own session outlived the target's timeout"
+    finally:
+        _kill(pids)
+
+
 def test_a_kill_of_the_check_ends_its_targets(tmp_path):
     """The targets run in their own sessions, which a signal to the check's process group misses:
     the check ends them itself."""
