@@ -16,6 +16,12 @@ DEFAULTS = {"churn": {"cuda": {"batch_size": 256}, "cpu": {"batch_size": 256, "s
             "resnet18": {"cuda": {"batch_size": 64}, "cpu": {"batch_size": 16},
                          "smoke": {"batch_size": 16, "probe_steps": 0}}}
 
+# the one-option DDP pairs (ddp_buckets, ddp_bucket_view, ddp_unused, ddp_static_graph): ResNet-18 only,
+# one optimizer step per batch, the same average per element whatever the option, no probe in smoke
+ONE_OPTION_PARITY = {"what": "training loss (rank 0's share of the global batch)", "early_steps": 5,
+                     "early_rtol": 1e-5, "window": 10, "rtol": 0.01}
+ONE_OPTION_DEFAULTS = {"resnet18": {"cuda": {"batch_size": 64}, "cpu": {"batch_size": 16},
+                                    "smoke": {"batch_size": 8, "probe_steps": 0}}}
 
 def rank_micro_batches(tensors):
     """This rank's share of the global batch, as MICRO_BATCHES equal micro-batches (each tensor alike)."""

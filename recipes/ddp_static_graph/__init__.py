@@ -1,10 +1,8 @@
 """DDP told its graph is static, against DDP's defaults (torchrun)."""
+from recipes.ddp import ONE_OPTION_DEFAULTS, ONE_OPTION_PARITY
 
 TITLE = "DistributedDataParallel: static_graph=True, against DDP's defaults"
 DISTRIBUTED = True
-PARITY = {"what": "training loss (rank 0's share of the global batch)", "early_steps": 5, "early_rtol": 1e-5,
-          "window": 10, "rtol": 0.01}
+PARITY = ONE_OPTION_PARITY
 EVIDENCE = ("forward_host_ms", "cpu_ms_per_step", "allreduce_per_step", "distinct_digests")
-# smoke: no learning probe, as the ddp recipe's
-DEFAULTS = {"resnet18": {"cuda": {"batch_size": 64}, "cpu": {"batch_size": 16},
-                         "smoke": {"batch_size": 8, "probe_steps": 0}}}
+DEFAULTS = ONE_OPTION_DEFAULTS
