@@ -15,6 +15,16 @@ PLAIN = REPO / "tests" / "plain"
 FEW = ["--warmup", "2", "--steps", "20", "--time", "1", "--profile-steps", "2"]
 
 
+def _observe(tmp_path, script, *flags):
+    """The doctor's child alone on a script (no runner): the observation it writes."""
+    out = tmp_path / "obs.json"
+    proc = run_module("common.measure.observer", "--out", str(out), "--trace-dir", str(tmp_path / "t"),
+                      "--warmup", "1", "--steps", "5", "--time", "0.1", "--profile-steps", "0", *flags,
+                      "--", str(script))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(out.read_text())
+
+
 def _observation(reports):
     return json.loads(next(reports.glob("results/doctor/*/*/observation.json")).read_text())
 
@@ -96,12 +106,7 @@ def test_a_script_with_no_losses_is_not_called_deterministic():
 def test_compile_from_outside_works_on_a_script_that_never_names_torch(tmp_path):
     """The observer runs as its imported module, not as __main__, which the script takes over: else
     dynamo's guards on the doctor's hooks look `torch` up in the script's namespace and fail."""
-    out = tmp_path / "obs.json"
-    proc = run_module("common.measure.observer", "--out", str(out), "--trace-dir", str(tmp_path / "t"),
-                      "--fix", "compile", "--warmup", "3", "--steps", "5", "--time", "0.1", "--profile-steps", "0",
-                      "--", str(PLAIN / "no_torch_name.py"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    obs = json.loads(out.read_text())
+    obs = _observe(tmp_path, PLAIN / "no_torch_name.py", "--fix", "compile", "--warmup", "3")
     assert obs["fixes"]["compile"] == "applied" and obs["result"]["compile"]["graphs"] >= 1
 
 
@@ -187,12 +192,7 @@ def test_the_lines_to_add_fit_a_users_script_not_the_cookbooks_harness():
 
 
 def test_torchs_warning_of_too_many_loader_workers_is_a_notice(tmp_path):
-    out = tmp_path / "obs.json"
-    proc = run_module("common.measure.observer", "--out", str(out), "--trace-dir", str(tmp_path / "t"),
-                      "--warmup", "1", "--steps", "5", "--time", "0.1", "--profile-steps", "0",
-                      "--", str(PLAIN / "too_many_workers.py"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    notices = json.loads(out.read_text())["result"]["notices"]
+    notices = _observe(tmp_path, PLAIN / "too_many_workers.py")["result"]["notices"]
     assert any("worker processes, more than the" in n and "torch suggests" in n for n in notices), notices
 
 
@@ -269,12 +269,7 @@ def _line(path, text):
 
 
 def test_a_batch_given_as_keyword_arguments_gives_its_size(tmp_path):
-    out = tmp_path / "obs.json"
-    proc = run_module("common.measure.observer", "--out", str(out), "--trace-dir", str(tmp_path / "t"),
-                      "--warmup", "1", "--steps", "5", "--time", "0.1", "--profile-steps", "0",
-                      "--", str(PLAIN / "keyword_batches.py"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(out.read_text())["result"]["config"]["batch_size"] == 24
+    assert _observe(tmp_path, PLAIN / "keyword_batches.py")["result"]["config"]["batch_size"] == 24
 
 
 def test_a_script_folder_with_its_own_common_package_runs(tmp_path):
