@@ -3,6 +3,8 @@ import contextlib
 
 import torch
 
+from common.measure import device as device_profile
+
 
 def apply_channels_last(model: torch.nn.Module) -> torch.nn.Module:
     return model.to(memory_format=torch.channels_last)  # NHWC: what tensor-core convolutions want
@@ -14,7 +16,7 @@ def channels_last_input(x: torch.Tensor) -> torch.Tensor:
 
 def amp_dtype(run) -> torch.dtype:
     """bf16 where the device has it natively (sm_80+, a CPU), else fp16: the run's device profile."""
-    return getattr(torch, run.profile.amp_dtype)
+    return device_profile.amp_dtype(run.profile)
 
 
 def autocast(run, enabled: bool):
@@ -23,7 +25,7 @@ def autocast(run, enabled: bool):
 
 def grad_scaler(run, enabled: bool) -> torch.amp.GradScaler:
     """fp16 needs loss scaling (small gradients flush to zero); bf16 keeps fp32's range and does not."""
-    return torch.amp.GradScaler(run.device.type, enabled=enabled and amp_dtype(run) == torch.float16)
+    return torch.amp.GradScaler(run.device.type, enabled=enabled and run.profile.grad_scaler)
 
 
 def adam(params, device: torch.device, fused: bool, lr: float) -> torch.optim.Optimizer:
