@@ -25,6 +25,15 @@ def churn_splits(run):
     return tuple(torch.from_numpy(a) for a in _telco(run))
 
 
+def churn_weights(run, model_factory) -> dict:
+    """Weights of model_factory trained on the Telco train split (the same in every process, cached):
+    a served model whose answers differ from customer to customer, so that parity can tell them apart."""
+    from common.workloads import churn_weights
+
+    X_train, _, y_train, _ = _telco(run)
+    return churn_weights.trained(torch.from_numpy(X_train), torch.from_numpy(y_train), model_factory)
+
+
 def device_batches(run, *tensors):
     """Shuffled batches of run.batch_size sliced from a device permutation."""
     return DeviceBatches(tensors, run.batch_size, run.generator)

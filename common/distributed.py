@@ -8,6 +8,7 @@ nothing and counts nothing: the single-process run of the same global batch.
 import contextlib
 import hashlib
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,10 +42,12 @@ def init(device: torch.device) -> tuple[torch.device, list[str]]:
 
 @dataclass
 class AllReduces:
-    """What the DDP communication hook saw: every bucket's all-reduce, and its bytes; and the options
-    the model was wrapped with."""
+    """What the DDP communication hook saw: every bucket's all-reduce, and its bytes; the host time
+    spent in the hook (the counting's own cost: the hook replaces DDP's built-in C++ all-reduce with a
+    Python one); and the options the model was wrapped with."""
     calls: int = 0
     bytes: int = 0
+    host_s: float = 0.0
     options: dict | None = None
 
 
@@ -55,19 +58,24 @@ WRAPPED: list[torch.nn.Module] = []  # the models wrap() was given, for their di
 
 def _counting_allreduce(state: AllReduces, bucket):
     """DDP's default all-reduce (the same future, the same average), counted."""
+    t0 = time.perf_counter()
     buffer = bucket.buffer()
     state.calls += 1
     state.bytes += buffer.numel() * buffer.element_size()
-    return default_hooks.allreduce_hook(None, bucket)
+    future = default_hooks.allreduce_hook(None, bucket)
+    state.host_s += time.perf_counter() - t0  # the whole hook: the all-reduce's launch included
+    return future
 
 
-def wrap(model: torch.nn.Module, device: torch.device, **options) -> torch.nn.Module:
+def wrap(model: torch.nn.Module, device: torch.device, count: bool = True, **options) -> torch.nn.Module:
     """DistributedDataParallel with `options` (bucket_cap_mb, static_graph, ...) and its all-reduces
-    counted; the model itself in a plain process."""
+    counted (count=False: DDP's own all-reduce, uncounted); the model itself in a plain process."""
     WRAPPED.append(model)
     if world()[1] == 1:
         return model
     ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None, **options)
+    if not count:
+        return ddp
     counter = AllReduces(options=dict(options))
     ddp.register_comm_hook(counter, _counting_allreduce)
     if not COUNTED:  # every step of any optimizer (the harness's steps leave out the learning probe's)
@@ -153,6 +161,8 @@ def settle(result, device: torch.device) -> None:
         "distinct_digests": len({r["digest"] for r in ranks}), "digests": [r["digest"] for r in ranks],
         "allreduce_per_step": counted.calls / max(OPTIMIZER_STEPS[0], 1),
         "allreduce_mb_per_step": counted.bytes / max(OPTIMIZER_STEPS[0], 1) / 2**20, "options": counted.options or {},
+        "hook_us_per_call": counted.host_s / max(counted.calls, 1) * 1e6,
+        "hook_ms_per_step": counted.host_s / max(OPTIMIZER_STEPS[0], 1) * 1e3,
         "fingerprint": fingerprint(model) if model is not None else None}
     traces = {r: Path(x["trace"]) for r, x in enumerate(ranks) if x["trace"]}
     if rank == 0 and size > 1 and traces:  # every rank's trace is written: each finished its loop

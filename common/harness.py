@@ -28,6 +28,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from common import catalog, cli, env, presets
 from common.analysis.results import (
+    ANSWERS_KEPT,
     CompileStats,
     Config,
     DataSource,
@@ -146,6 +147,7 @@ class Run:
         # a planted broken twin for the tests (faults.frozen): its steps update nothing
         self._frozen = (register_optimizer_step_pre_hook(faults.freeze)
                         if faults.frozen(variant, self.pair, workload) else None)
+        self._wrong_answers = faults.wrong_answers(variant, self.pair, workload)  # a planted broken serving twin
         self.memory_cap_gb = None  # set when --memory-budget-gb capped the allocator (CUDA)
         self._t_start = time.perf_counter()
         if args.memory_budget_gb:
@@ -200,6 +202,8 @@ class Run:
         step pays a small copy, not a reduction."""
         if self._output_bytes is None:
             self._output_bytes = output.nelement() * output.element_size()  # what goes back to the caller
+        if self._wrong_answers is not None:
+            output = self._wrong_answers(output)
         self._losses.append(output.detach().clone())
 
     def loop(self, batches):
@@ -282,7 +286,8 @@ class Run:
         a, b = self._probe_span  # step k of `losses` is the k-th step outside the probe, in both twins
         losses, probe_losses = losses[:a] + losses[b:], losses[a:b]
         skipped = self._skips.steps()  # indices into every logged loss, the probe's included
-        if self._output_bytes is not None:  # serving (known only once it logged an answer): no probe
+        serving = self._output_bytes is not None  # known only once it logged an answer
+        if serving:  # no probe
             probe_losses = []
         gpu = self._monitor.report()  # started with the timed steps, which finished
         result = self._result("ok")
@@ -290,12 +295,14 @@ class Run:
         result.flops_per_step, result.gpu_monitor, result.warnings = m.flops, gpu, gpu.warnings
         result.losses, result.extra, result.compile = losses, self.extra, stages.compile_stats()
         result.probe_losses = probe_losses
+        if serving:  # each request's answer from the warm-up's end on, for parity
+            result.answers = [x.float().flatten().cpu().tolist() for x in self._losses[b:b + ANSWERS_KEPT]]
         result.skipped_steps = [i if i < a else i - (b - a) for i in skipped if not a <= i < b]
         result.probe_skipped = sum(a <= i < b for i in skipped)
         if self._setup_s:  # a hand capture's one-time cost, beside what torch.compile did
             result.compile = result.compile or CompileStats()
             result.compile.setup_s = dict(self._setup_s)
-        if self._output_bytes is not None:  # serving: requests in, answers out
+        if serving:  # requests in, answers out
             result.bytes_per_step = (m.batch_bytes or 0) + self._output_bytes
         if "common.distributed" in sys.modules:  # a data-parallel script: every rank's view, on rank 0
             from common import distributed

@@ -1,4 +1,5 @@
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -6,6 +7,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+NEEDS_CXX = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")),
+                               reason="torch.compile's CPU backend needs a C++ compiler")
 
 
 # the files whose tests run the most child processes go first, so that the workers finish together

@@ -86,7 +86,8 @@ def test_no_half_precision_choice_rests_on_is_bf16_supported():
              and p != REPO / "common" / "analysis" / "device.py"]  # whose docstring says why not
     assert users == []
     for script in ("recipes/amp/churn_fast.py", "recipes/amp/resnet18_fast.py", "recipes/compile/resnet18_slow.py",
-                   "recipes/compile/resnet18_fast.py"):
+                   "recipes/compile/resnet18_fast.py", "recipes/compile/resnet18_fusion_slow.py",
+                   "recipes/compile/resnet18_fusion_fast.py"):
         text = (REPO / script).read_text()
         assert "run.profile.amp_dtype" in text and "dtype=torch.bfloat16" not in text, script
 

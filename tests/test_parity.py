@@ -19,7 +19,7 @@ from common import catalog
 from common.analysis.aggregate import early_tolerance, parity, parity_failure
 from common.analysis.results import RunResult, read_result
 
-from conftest import REPO
+from conftest import NEEDS_CXX, REPO
 
 pytestmark = pytest.mark.xdist_group("parity")  # one worker builds the module fixture once
 
@@ -103,17 +103,83 @@ def test_the_slow_script_against_itself_over_a_longer_stretch_passes_exactly(twi
     assert aa.early_max_rel == 0 and aa.max_rel == 0  # and every step both ran, the same
 
 
-@pytest.mark.parametrize("recipe, workload", [("grad_accumulation", "resnet18"), ("grad_accumulation", "churn"),
-                                              ("cuda_graphs", "churn")])
-def test_a_planted_twin_whose_steps_update_nothing_fails_parity_where_single_steps_are_not_compared(
-        tmp_path, recipe, workload):
-    """The recipes whose twins differ step by step (micro-batch statistics, a graph's dropout masks)
-    compare windows, which a twin that stops learning passed at smoke sizes; the learning probe,
-    loosened there but never dropped, with its check that the twin cuts its own loss, fails it."""
-    from conftest import comparison_of, run_module
+# One training pair per recipe, its fast twin planted to update nothing (faults.frozen): the cheapest
+# pair where the recipe has a choice. The one-option DDP recipes share one rule (recipes.ddp.ONE_OPTION_PARITY)
+# and one launch, so one of them stands for the four (checked below); grad_accumulation and cuda_graphs
+# compare no single steps, so the probe alone must catch them, on both of grad_accumulation's workloads.
+FROZEN = [("amp", "churn"), ("channels_last", "resnet18"), ("checkpointing", "churn"), ("compile", "resnet18"),
+          ("cuda_graphs", "churn"), ("dataloader", "churn"), ("ddp", "churn"), ("ddp_buckets", "resnet18"),
+          ("folded_ops", "churn"), ("fused_ops", "churn"), ("grad_accumulation", "churn"),
+          ("grad_accumulation", "resnet18"), ("precision", "churn"), ("set_to_none", "churn"),
+          ("sync_removal", "churn")]
+SAME_RULE_AS = {"ddp_bucket_view": "ddp_buckets", "ddp_static_graph": "ddp_buckets", "ddp_unused": "ddp_buckets"}
+
+
+def test_every_recipe_with_a_training_pair_has_its_planted_frozen_twin():
+    training = {r for r in catalog.available() for w in catalog.workloads(r) if "serving" not in w}
+    covered = {r for r, _ in FROZEN}
+    assert training == covered | set(SAME_RULE_AS), training ^ (covered | set(SAME_RULE_AS))
+    for recipe, stand_in in SAME_RULE_AS.items():
+        assert catalog.settings(recipe).PARITY is catalog.settings(stand_in).PARITY
+        assert catalog.workloads(recipe) == catalog.workloads(stand_in) == ["resnet18"]
+
+
+@pytest.mark.parametrize("recipe, workload", [pytest.param(r, w, marks=[NEEDS_CXX] if r == "compile" else [])
+                                              for r, w in FROZEN])
+def test_a_planted_twin_whose_steps_update_nothing_fails_parity_in_every_recipe(tmp_path, recipe, workload):
+    """A fast twin that has lost its optimizer step fails parity: at once where single steps are
+    compared, and where they are not (micro-batch statistics, a graph's dropout masks differ between
+    the twins) on the learning probe, loosened there but never dropped, with its check that the twin
+    cuts its own loss."""
+    from conftest import comparison_of, run_module, simulated_for
 
     proc = run_module("common.runners.compare", recipe, "--workloads", workload, "--smoke", "--device", "cpu",
-                      "--data", "synthetic", "--reports-dir", str(tmp_path), env={"COOKBOOK_FAULT": "frozen:fast"})
+                      "--data", "synthetic", "--reports-dir", str(tmp_path),
+                      env={"COOKBOOK_FAULT": "frozen:fast", **(simulated_for(recipe) or {})})
     assert proc.returncode == 1 and f"parity FAILED for {recipe}/{workload}" in proc.stderr, proc.stderr
     par = comparison_of(tmp_path, recipe)["workloads"][workload]["parity"]
-    assert not par["ok"] and par["probe_fast_drop"] < 0.1 < par["probe_drop"]
+    assert not par["ok"]
+    if not par["early_steps"]:  # windows only: the probe must be what caught it
+        assert par["probe_fast_drop"] < 0.1 < par["probe_drop"]
+
+
+def test_served_answers_are_compared_request_by_request_and_in_order():
+    """On trained weights answers differ from customer to customer: a twin that serves the previous
+    batch (a stale input buffer) or hands answers to the wrong customers is far off, though its
+    batch means may agree; the same answers pass exactly."""
+    from types import SimpleNamespace
+
+    from common.measure import faults
+
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator().manual_seed(0)
+    batches = [torch.rand(32, generator=gen) for _ in range(4)]
+    rule = catalog.parity_rule("cuda_graphs", "churn_serving")
+    slow = SimpleNamespace(answers=[b.tolist() for b in batches])
+    assert parity(slow, slow, rule).ok and parity(slow, slow, rule).max_abs == 0
+    for kind in ("stale", "shuffled"):
+        os.environ[faults.ENV] = f"{kind}:fast"
+        try:
+            wrong = faults.wrong_answers("fast", "churn_serving", "churn")
+        finally:
+            del os.environ[faults.ENV]
+        fast = SimpleNamespace(answers=[wrong(b).tolist() for b in batches])
+        par = parity(slow, fast, rule)
+        assert not par.ok and par.max_abs > 0.1, kind
+        assert "answers other requests, or other customers" in parity_failure(par)
+    short = SimpleNamespace(answers=[b[:16].tolist() for b in batches])
+    assert not parity(slow, short, rule).ok and "requests per batch" in parity_failure(parity(slow, short, rule))
+
+
+@pytest.mark.parametrize("recipe, fault", [pytest.param("compile", "stale", marks=NEEDS_CXX),
+                                           ("cuda_graphs", "shuffled")])
+def test_a_planted_serving_twin_that_answers_other_requests_fails_parity(tmp_path, recipe, fault):
+    """Each serving pair, its fast twin planted to answer the previous batch or the wrong customers,
+    fails parity through the real runner, on the trained weights both twins load."""
+    from conftest import comparison_of, run_module
+
+    proc = run_module("common.runners.compare", recipe, "--workloads", "churn_serving", "--smoke", "--device", "cpu",
+                      "--data", "synthetic", "--reports-dir", str(tmp_path), env={"COOKBOOK_FAULT": f"{fault}:fast"})
+    assert proc.returncode == 1 and f"parity FAILED for {recipe}/churn_serving" in proc.stderr, proc.stderr
+    par = comparison_of(tmp_path, recipe)["workloads"]["churn_serving"]["parity"]
+    assert not par["ok"] and par["max_abs"] > 0.1 and par["answers_compared"] >= 64

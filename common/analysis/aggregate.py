@@ -67,7 +67,9 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
     back when it ends, and keeps its losses apart: step k of `losses` is the k-th step outside the
     probe in both twins, the same batch from the same state, whichever stage (timed, profiled,
     counted) ran it. A twin that timed more steps to fill its minimum time is compared over the
-    steps both ran."""
+    steps both ran. A serving rule (one with `atol`) compares answers instead: answers_parity."""
+    if "atol" in rule:
+        return answers_parity(slow, fast, rule)
     what, rtol = rule.get("what", "training loss"), rule["rtol"]
     n = min(len(slow.losses), len(fast.losses))
     if n == 0:
@@ -118,6 +120,28 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
                   skipped_steps=skipped, early_skipped=early_skipped)
 
 
+def answers_parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
+    """Do the twins serve the same answers? Every request's answer of the first batches both kept
+    (RunResult.answers), in order, within `atol` of the slow twin's: a twin that answers an earlier
+    batch, or the right answers to the wrong customers, is off by far more on trained weights."""
+    what, atol = rule.get("what", "answer per request"), rule["atol"]
+    pairs = list(zip(slow.answers, fast.answers))
+    if not pairs or any(len(a) != len(b) for a, b in pairs):
+        return Parity(ok=False, what=what, rtol=0.0, atol=atol,
+                      why=f"answers of {[len(a) for a in slow.answers]} and {[len(b) for b in fast.answers]} "
+                          "requests per batch (slow, fast)")
+    worst, at = -1.0, (0, 0)
+    finite = all(math.isfinite(y) for b in fast.answers for y in b)
+    for i, (a, b) in enumerate(pairs):
+        for j, (x, y) in enumerate(zip(a, b)):
+            d = abs(y - x) if math.isfinite(y) else math.inf
+            if d > worst:
+                worst, at = d, (i, j)
+    return Parity(ok=finite and worst <= atol, what=what, rtol=0.0, atol=atol, max_abs=worst, at_answer=at,
+                  answers_compared=sum(len(a) for a, _ in pairs), steps=len(pairs), finite=finite,
+                  batch_size=len(pairs[0][0]))
+
+
 def by_updates(losses: list[float], skipped: list[int]) -> list[float]:
     """The losses one per update count: a step after a skipped one starts from the same weights as
     that one did, so its loss is left out; what remains lines up with a twin that skipped none."""
@@ -142,6 +166,11 @@ def _probe(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
 
 
 def parity_failure(par: Parity) -> str:
+    if par.max_abs is not None:  # serving
+        b, r = par.at_answer
+        return (f"the fast twin's answer to request {r} of served batch {b} differs from the slow twin's by "
+                f"{par.max_abs:.3g} (tolerance {par.atol:.3g}, {par.answers_compared} answers compared in order): "
+                "it answers other requests, or other customers, than the slow twin")
     if par.max_rel is None:
         return par.why or "no losses to compare"
     if not par.finite:

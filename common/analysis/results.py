@@ -401,6 +401,9 @@ class GpuReport(Record):
     notice: str | None = None
 
 
+ANSWERS_KEPT = 8  # served batches whose answers a result keeps for parity (a few thousand numbers)
+
+
 @dataclass
 class RunResult(Record):
     recipe: str
@@ -428,6 +431,8 @@ class RunResult(Record):
     # steps of `losses` that made no optimizer update (a GradScaler found inf/NaN), and the probe's count
     skipped_steps: list[int] = field(default_factory=list)
     probe_skipped: int = 0
+    # serving: every request's answer, in order, for the first ANSWERS_KEPT batches after the warm-up
+    answers: list[list[float]] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
     oom: Oom | None = None
 
@@ -557,6 +562,11 @@ class Parity(Record):
     # the fast twin's skipped updates (fp16's loss scale calibrating): early steps and probe not compared
     skipped_steps: list[int] = field(default_factory=list)
     early_skipped: bool = False
+    # serving: each request's answer against the slow twin's, in order (aggregate.answers_parity)
+    atol: float = 0.0
+    max_abs: float | None = None
+    at_answer: tuple[int, int] = (0, 0)  # (batch, request) of the largest difference
+    answers_compared: int = 0
 
 
 @dataclass

@@ -10,7 +10,10 @@
   (analysis.fixes.BROKEN), which its parity check must fail;
 - "frozen:fast" (or "frozen:fast:churn") plants a broken twin: every optimizer step of the matching
   variant updates nothing (its learning rates set to 0 as it steps), a twin that has lost its
-  optimizer step, which parity must fail in every training recipe.
+  optimizer step, which parity must fail in every training recipe;
+- "stale:fast" (or "shuffled:fast[:churn_serving]") plants a broken serving twin: it answers each
+  batch with the previous batch's answers (a replay that read a stale input buffer), or with its
+  own answers in another order (answers handed to the wrong customers), which parity must fail.
 
 The variant is the run's role in its comparison (RUN_ENV, which the recipe runner sets: under
 `--aa` the slow script plays both roles), else the script's own. Both wrap the batch stream, so
@@ -50,6 +53,23 @@ def frozen(variant: str, pair: str, workload: str | None = None) -> bool:
     kind, _, target = os.environ.get(ENV, "").partition(":")
     want_variant, _, want = target.partition(":")
     return kind == "frozen" and want_variant == role(variant)[0] and want in ("", pair, workload)
+
+
+def wrong_answers(variant: str, pair: str, workload: str | None = None):
+    """The planted serving fault ("stale" or "shuffled") for this run as a function of each batch's
+    answers, or None."""
+    kind, _, target = os.environ.get(ENV, "").partition(":")
+    want_variant, _, want = target.partition(":")
+    if kind not in ("stale", "shuffled") or want_variant != role(variant)[0] or want not in ("", pair, workload):
+        return None
+    if kind == "shuffled":
+        return lambda answers: answers.roll(1, dims=0)  # each answer handed to the next customer
+    previous = []
+
+    def stale(answers):
+        previous.append(answers.clone())
+        return previous.pop(0) if len(previous) > 1 else answers  # the first batch has nothing older
+    return stale
 
 
 def freeze(optimizer, args, kwargs) -> None:

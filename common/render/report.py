@@ -327,6 +327,12 @@ def _ranks_lines(slow: VariantAggregate, fast: VariantAggregate) -> list[str]:
                    + ("identical on every rank" if d["distinct_digests"] == 1
                       else f"**{d['distinct_digests']} different sets**")
                    + f"; communication overlapped with computation (HTA): {said}")
+        if d.get("hook_ms_per_step") is not None and v.median_ms:
+            out.append(f"  - The measurement's own cost ({name}): its all-reduces are counted by a Python comm hook "
+                       f"(`common/distributed.py`) in place of DDP's built-in C++ one, the same arithmetic; the hook "
+                       f"took {d['hook_us_per_call']:.0f} us of host time per call, {d['hook_ms_per_step']:.3f} ms "
+                       f"per step ({d['hook_ms_per_step'] / v.median_ms:.1%} of the median step), the all-reduce's "
+                       "own launch included (an uncounted run is compared in tests/test_ddp.py)")
     return out
 
 
@@ -378,7 +384,11 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     out += _setup_lines(slow, fast, cpu)
     out += [""] + _process_lines(entry, cpu)
     par = entry.parity
-    if par.max_rel is not None:
+    if par.max_abs is not None and par.ok:
+        out.append(f"- Parity of the {par.what} (passed): {par.answers_compared} answers ({par.steps} served batches "
+                   f"of {par.batch_size} requests after the warm-up), each within {par.max_abs:.2g} of the slow "
+                   f"twin's answer to the same request (tolerance {par.atol:.2g}); all finite")
+    elif par.max_rel is not None:
         early = (f"the first {par.early_steps} losses within {par.early_max_rel:.2%} of each other (tolerance "
                  f"{par.early_rtol * 100:.4g}%)" if par.early_steps else
                  f"the fast twin's GradScaler skipped updates while fp16's loss scale calibrated (steps "

@@ -11,7 +11,9 @@ from common import data, graphs, harness, models  # graphs: capture a step, repl
 
 run = harness.start(__file__, __doc__)
 requests = data.churn_serving(run)
-model = models.ChurnMLP(requests.shape[1]).to(run.device).eval()
+model = models.ChurnMLP(requests.shape[1])
+model.load_state_dict(data.churn_weights(run, models.ChurnMLP))  # trained: answers differ customer to customer
+model = model.to(run.device).eval()
 batches = data.device_batches(run, requests)
 cuda = run.device.type == "cuda"  # CUDA graphs need CUDA; a CPU runs the step itself
 static_x = torch.zeros(run.batch_size, requests.shape[1], device=run.device)  # the graph reads its requests here

@@ -1,0 +1,33 @@
+"""Compile recipe, ResNet-18 on CIFAR-10, fusion pair, slow twin: eager training at a compute-bound batch.
+
+ResNet-18 (10 classes, weights=None), Adam(lr=1e-4, fused), CrossEntropyLoss, 224 px crops, the
+input pipeline on the device; autocast (bf16, or fp16 with a GradScaler below sm_80) and
+channels_last in both twins. At batch 256 the GPU's own work dominates the step: the host's
+launches hide behind it, and what is left to gain is in the kernels themselves, eager PyTorch
+writing every elementwise op's output to memory and reading it back in the next kernel.
+"""
+import torch
+
+from common import data, harness, models
+
+run = harness.start(__file__, __doc__)
+model = models.resnet18().to(run.device, memory_format=torch.channels_last)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=run.device.type == "cuda")
+criterion = torch.nn.CrossEntropyLoss()
+batches = data.cifar10_train_batches(run, channels_last=True)
+amp_dtype = getattr(torch, run.profile.amp_dtype)  # bf16 from sm_80 (and a CPU); fp16 below (a T4)
+scaler = torch.amp.GradScaler(run.device.type, enabled=amp_dtype == torch.float16)  # fp16's loss scale
+
+for images, labels in run.loop(batches):
+    with run.phase("forward"), torch.autocast(run.device.type, dtype=amp_dtype):
+        outputs = model(images)
+        loss = criterion(outputs, labels)
+    with run.phase("backward"):
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+    with run.phase("optimizer"):
+        scaler.step(optimizer)
+        scaler.update()
+    run.log_loss(loss)
+
+run.finish()
