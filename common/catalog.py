@@ -26,6 +26,27 @@ def check(recipe: str) -> str:
     return recipe
 
 
+def served(recipe: str) -> bool:
+    """Whether the recipe's twins are servers (SERVER in its settings), measured under load by
+    common.runners.serve rather than step by step by the harness."""
+    return recipe in available() and bool(getattr(settings(recipe), "SERVER", False))
+
+
+def check_stepped(recipe: str, what: str) -> str:
+    """check(), and a served recipe refused with what to run instead: `what` runs step-harness twins."""
+    check(recipe)
+    if served(recipe):
+        raise CookbookError(f"{recipe}: its twins are servers, measured under load by `make recipe-{recipe}` (its "
+                            f"report holds a profiled window and reports/traces/{recipe}/); {what} is for the step "
+                            "harness's recipes")
+    return recipe
+
+
+def stepped() -> list[str]:
+    """The recipes the step harness runs: every one but the served."""
+    return [r for r in available() if not served(r)]
+
+
 def swept() -> list[str]:
     """The recipes with a regime map (SWEEP in their settings: `make sweep-<recipe>`)."""
     return [r for r in available() if getattr(settings(r), "SWEEP", None)]

@@ -16,8 +16,8 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 OUTLINE = ("What changes", "Why it helps", "When it does not help", "Its sweep", "What * measured")
 # a pattern target's stem -> what may follow it ("<...>" and "*" are placeholders)
 PATTERN_VALUES = {
-    "recipe": catalog.available, "sweep": catalog.swept, "diff": catalog.available, "report": catalog.available,
-    "ncu": catalog.available, "nsys": catalog.available, "diagnose": lambda: ["churn", "resnet18"],
+    "recipe": catalog.available, "sweep": catalog.swept, "diff": catalog.available, "report": catalog.stepped,
+    "ncu": catalog.stepped, "nsys": catalog.stepped, "diagnose": lambda: ["churn", "resnet18"],
 }
 
 

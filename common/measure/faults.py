@@ -11,6 +11,8 @@
 - "frozen:fast" (or "frozen:fast:churn") plants a broken twin: every optimizer step of the matching
   variant updates nothing (its learning rates set to 0 as it steps), a twin that has lost its
   optimizer step, which parity must fail in every training recipe;
+- "delay:fast:0.2" (or "delay:slow:0.2:churn") makes every forward of the matching served twin
+  (common/server.py) take that many seconds longer: an overloaded server, for its 503s and its drain;
 - "stale:fast" (or "shuffled:fast[:churn_serving]") plants a broken serving twin: it answers each
   batch with the previous batch's answers (a replay that read a stale input buffer), or with its
   own answers in another order (answers handed to the wrong customers), which parity must fail.
@@ -70,6 +72,16 @@ def wrong_answers(variant: str, pair: str, workload: str | None = None):
         previous.append(answers.clone())
         return previous.pop(0) if len(previous) > 1 else answers  # the first batch has nothing older
     return stale
+
+
+def forward_delay(variant: str, pair: str, workload: str | None = None) -> float:
+    """The seconds "delay:<variant>:<seconds>[:<pair or workload>]" adds to each served forward; 0 if none."""
+    kind, _, target = os.environ.get(ENV, "").partition(":")
+    want_variant, _, rest = target.partition(":")
+    seconds, _, want = rest.partition(":")
+    if kind != "delay" or want_variant != role(variant)[0] or want not in ("", pair, workload):
+        return 0.0
+    return float(seconds)
 
 
 def freeze(optimizer, args, kwargs) -> None:

@@ -7,7 +7,7 @@ Every number comes from the result files of a run, through common.analysis.metri
 import sys
 from pathlib import Path
 
-from common import env
+from common import catalog, env
 from common.analysis import figures, goals, metrics, stats
 from common.analysis.aggregate import parity_failure, skipped_words
 from common.analysis.metrics import fmt
@@ -544,6 +544,7 @@ def main(argv=None):
     try:
         if len(argv) != 1:
             raise CookbookError("usage: python -m common.render.report RECIPE")
+        catalog.check_stepped(argv[0], "re-rendering saved results (`make report-*`)")
         reports_dir = env.REPO_ROOT / "reports"
         path = reports_dir / "results" / argv[0] / "comparison.json"
         if not path.exists():

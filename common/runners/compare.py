@@ -384,7 +384,12 @@ def not_applicable(plan: Plan) -> int:
 
 
 def compare(argv=None) -> int:
-    plan = make_plan(sys.argv[1:] if argv is None else list(argv))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and catalog.served(argv[0]):  # its twins are servers: measured under load, not step by step
+        from common.runners import serve
+
+        return serve.serve_recipe(argv)
+    plan = make_plan(argv)
     launch.make_folder(plan.results_dir, plan.reports_dir)  # every input has passed: now the first write
     if plan.not_applicable:
         return not_applicable(plan)

@@ -67,8 +67,10 @@ def targets(smoke: bool, out: Path) -> list[Target]:
                            *(["--reports-dir", str(out)] if smoke else [])], alone=True, tells="A/A: ")]
     found += [Target("tests", ["-m", "pytest", "-q", "-x", *GPU_TESTS])]
     # a technique this GPU lacks is said on the target's line ("not applicable on Tesla T4 (sm_75): no TF32")
-    found += [Target(f"recipe-{r}", ["-m", "common.runners.compare", r, *common, *tail], tells=NOT_APPLICABLE)
-              for r in catalog.available()]
+    # a served recipe's twins are servers (common.runners.serve): no script flags, a shorter load per rate
+    found += [Target(f"recipe-{r}", ["-m", "common.runners.compare", r, *common,
+                                     *((["--duration-s", "2"] if not smoke else []) if catalog.served(r) else tail)],
+                     tells=NOT_APPLICABLE) for r in catalog.available()]
     for r in catalog.swept():
         values = catalog.settings(r).SWEEP["values"]["smoke" if smoke else "cuda"]
         points = ",".join(str(v) for v in dict.fromkeys([values[0], values[-1]]))  # both ends of the range

@@ -51,7 +51,7 @@ def check(args):
     """Every input, in the order a user fixes them, before anything is run or written: the recipe,
     its pairs, the flags and folders, then the tools (ncu, a CUDA device).
     Returns (recipe, pairs, ncu path, results folder, cores)."""
-    recipe = catalog.check(args.recipe)
+    recipe = catalog.check_stepped(args.recipe, "Nsight Compute")
     settings = catalog.settings(recipe)
     if getattr(settings, "DISTRIBUTED", False):
         raise CookbookError(f"ncu-{recipe}: a torchrun recipe's ranks are not profiled here; its communication "

@@ -18,7 +18,7 @@ def main(argv=None):
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args(argv)
     try:
-        recipe = catalog.check(args.recipe)
+        recipe = catalog.check_stepped(args.recipe, "Nsight Systems")
         nsys = shutil.which("nsys")
         if nsys is None:
             raise CookbookError("nsys not found: install NVIDIA Nsight Systems (it comes with the CUDA toolkit) "

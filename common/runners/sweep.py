@@ -88,7 +88,7 @@ def knob_values(text: str | None, spec: dict, mode: str, recipe: str) -> list[in
 
 def make_plan(argv) -> SweepPlan:
     args = parse_args(argv)
-    recipe = catalog.check(args.recipe)
+    recipe = catalog.check_stepped(args.recipe, "a sweep")
     spec = spec_of(recipe)
     cuda = launch.use_cuda(args.device)
     mode = "smoke" if args.smoke else "cuda" if cuda else "cpu"
