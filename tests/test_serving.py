@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from common.load import RatePoint, check_local, sla_rate
+from common.runners.load import RatePoint, check_local, sla_rate
 
 from conftest import REPO, run_module
 

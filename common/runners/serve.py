@@ -6,7 +6,7 @@
 (who goes first alternates): the twin's server is started as its own process, and the runner
 measures its cold start (process start to the first answer), asks it for the parity requests'
 answers (each customer its own request, many in flight), offers it each rate of the sweep for a
-fixed time (common/load.py: open loop, so no coordinated omission) until it falls far past the SLA,
+fixed time (common/runners/load.py: open loop, so no coordinated omission) until it falls far past the SLA,
 records a profiled window of its model thread in round 1, then presses Ctrl-C while requests are in
 flight and checks that they are answered (the drain). The figure per process is the highest offered
 rate whose p99 stays within the SLA with every request answered; slow and fast are compared over
@@ -27,7 +27,7 @@ from common import catalog, env
 from common.analysis import aggregate, stats
 from common.analysis.results import atomic_write_text
 from common.errors import CookbookError, exit_with
-from common.load import answers, offer, run, sla_rate
+from common.runners.load import answers, offer, run, sla_rate
 from common.runners import launch
 
 START_TIMEOUT_S = 300  # the first start builds the trained weights and, for the fast twin, its AOT package
