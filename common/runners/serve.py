@@ -27,8 +27,8 @@ from common import catalog, env
 from common.analysis import aggregate, stats
 from common.analysis.results import atomic_write_text
 from common.errors import CookbookError, exit_with
-from common.runners.load import answers, offer, run, sla_rate
 from common.runners import launch
+from common.runners.load import answers, offer, run, sla_rate
 
 START_TIMEOUT_S = 300  # the first start builds the trained weights and, for the fast twin, its AOT package
 DRAIN_TIMEOUT_S = 60
