@@ -47,6 +47,13 @@ def plot(found, pair: str, sla_ms: float, title: str) -> bytes:
     return plots.png(fig)
 
 
+def _per_forward(f, cpu: bool) -> str:
+    if not f:
+        return "-"
+    return (f"{f['host_ms']:.2f}, " + ("- (CPU)" if cpu else f"{f['device_ms']:.2f}") + f", {f['syncs']:.1f} "
+            f"({f['forwards']} forwards)")
+
+
 def figure_words(runs) -> str:
     rates = [t.sla_rate for t in runs]
     if any(t.sla_censored for t in runs):
@@ -111,8 +118,8 @@ def section(plan, pair: str, found: dict, verdict: dict) -> list[str]:
                    "above)" if lag > plan.sla_ms / 5 else ""), ""]
     out += ["### Where a request's time went (profiled window, round 1)", "",
             "| twin | offered, req/s | queue p50 / p99, ms | batching wait p50 / p99 | forward p50 / p99 | "
-            "rows per forward | host syncs (`aten::_local_scalar_dense`) | trace |",
-            "|---|---:|---|---|---|---:|---:|---|"]
+            "rows per forward | per forward: host ms, device ms, host syncs | trace |",
+            "|---|---:|---|---|---|---:|---|---|"]
     for name, runs in (("slow", slow), ("fast", fast)):
         pr = runs[0].profile
         if not pr:
@@ -122,11 +129,13 @@ def section(plan, pair: str, found: dict, verdict: dict) -> list[str]:
         def part(k, w=w):
             return f"{_ms(w[k]['p50'])} / {_ms(w[k]['p99'])}" if w.get(k) else "-"
         out.append(f"| {name} | {pr['rate']:g} | {part('queue_ms')} | {part('batching_ms')} | {part('forward_ms')} | "
-                   f"{(w.get('rows_per_forward') or 0):.1f} | {pr['syncs'] if pr['syncs'] is not None else '-'} | "
+                   f"{(w.get('rows_per_forward') or 0):.1f} | {_per_forward(pr.get('figures'), cpu)} | "
                    + (f"[{pr['trace'].split('/')[-1]}]({pr['trace']})" if pr["trace"] else "not written") + " |")
     out += ["", "The server's view: queue = waiting while earlier forwards ran; batching wait = the model "
             "thread waiting for company (the fast twin's bounded wait); forward = the batch's model call, answers "
-            "on the host. Open a trace in Perfetto (ui.perfetto.dev) or TensorBoard (`make tensorboard`).", ""]
+            "on the host. From the trace, per forward: the model thread's host time in it, the GPU's time (kernels, "
+            "copies), and the host syncs (`.item()`'s `aten::_local_scalar_dense`, a stream or device sync). "
+            "Open a trace in Perfetto (ui.perfetto.dev) or TensorBoard (`make tensorboard`).", ""]
     html = f"{plan.recipe}_{pair}_diff.html"
     atomic_write_text(plan.reports_dir / html, diffs.html(plan.recipe, pair))
     out += [f"### The diff ({diffs.changed_lines(plan.recipe, pair)} changed lines; [side by side]({html}))", "",

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from common import catalog, env
-from common.analysis import aggregate, stats
+from common.analysis import aggregate, stats, traces
 from common.analysis.results import atomic_write_text
 from common.errors import CookbookError, exit_with
 from common.runners import launch
@@ -250,13 +250,21 @@ def _profile(plan, twin, bodies, rate, trace) -> dict:
     written = trace.is_file()
     return {"rate": rate, "server": window, "p99_ms": point.p99_ms,
             "trace": str(trace.relative_to(plan.reports_dir)) if written else None,
-            "syncs": _syncs(trace) if written else None}
+            "figures": trace_figures(trace) if written else None}
 
 
-def _syncs(trace: Path) -> int:
-    """Host syncs in the profiled window: `.item()` and the like (aten::_local_scalar_dense)."""
-    events = json.loads(trace.read_text()).get("traceEvents", [])
-    return sum(1 for e in events if e.get("name") == "aten::_local_scalar_dense")
+SYNCS = ("aten::_local_scalar_dense", "cudaStreamSynchronize", "cudaDeviceSynchronize")  # .item(), .cpu()'s wait
+
+
+def trace_figures(trace: Path) -> dict:
+    """Per forward of the profiled window: the model thread's host time in it, the device's time (GPU
+    kernels, copies and sets), and the host syncs (`.item()` and the like; a stream or device sync)."""
+    events = [e for e in traces.read_trace(trace).get("traceEvents", []) if e.get("ph") == "X"]
+    forwards = [e for e in events if e.get("name") == "forward"]
+    n = max(len(forwards), 1)
+    return {"forwards": len(forwards), "host_ms": sum(e.get("dur", 0) for e in forwards) / n / 1e3,
+            "device_ms": sum(e.get("dur", 0) for e in events if e.get("cat") in traces.GPU_CATS) / n / 1e3,
+            "syncs": sum(e.get("name") in SYNCS for e in events) / n}
 
 
 def _drain(twin: Twin, bodies: list[bytes]) -> dict:
