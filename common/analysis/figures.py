@@ -47,7 +47,7 @@ def recipe_facts(comparison) -> dict:
         if s is not None:
             pairs[pair] = {"ratio": s.ratio, "low": s.low, "high": s.high, "verdict": s.verdict,
                            "processes": s.processes, "floor": s.floor, "batch_size": v.config.batch_size if v else None,
-                           "goal": goals.judge(goals.goal_of(comparison.recipe, pair), entry)}
+                           "goal": goals.judge(goals.for_run(comparison.recipe, pair, entry)[1], entry)}
     return {"kind": "recipe", "recipe": comparison.recipe, "smoke": comparison.smoke, "pairs": pairs,
             **stamp_facts(stamp)}
 

@@ -76,7 +76,8 @@ def rows(comparisons: dict) -> list[Row]:
             v = entry.slow or entry.fast
             row = Row(recipe=recipe, workload=workload, device=env.device_name(v.env if v else None),
                       date=v.env.date[:10] if v else "?", smoke=c.smoke)
-            goal = goals.goal_of(recipe, workload)
+            _, goal = goals.for_run(recipe, workload, entry)
+            goal = goal or (goals.goal_of(recipe, workload) if row.cpu else {})  # a CPU run: the H100's, not judged
             row.goal = f"{goals.describe(goal)}: {goals.judge(goal, entry)}" if goal else ""
             ooms = [name for name in ("slow", "fast") if getattr(entry, name) and getattr(entry, name).status == "oom"]
             if ooms:

@@ -10,8 +10,6 @@ TITLE = "Automatic mixed precision (AMP)"
 # (churn) on the first H100 run: at most 0.4x of the tolerance
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.03, "at_batch": 16, "window": 10, "rtol": 0.05}
 EVIDENCE = ("peak_mb",)  # 16-bit activations: less memory; the speed is the headline
-# the goal of this version on an H100 (common/analysis/goals.py)
-GOALS = {"resnet18": {"min_speedup": 1.4, "lower_memory": True}}
 # AMP speeds up the math, so the pair runs where the math dominates: at the seed's batch of 32 an
 # H100 spends much of a ResNet-18 step launching kernels (see the README and the sweep).
 DEFAULTS = {"resnet18": {"cuda": {"batch_size": 256}}}

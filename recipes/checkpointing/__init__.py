@@ -6,8 +6,6 @@ TITLE = "Activation checkpointing"
 # let them drift slowly, hence a small window tolerance rather than zero.
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
 EVIDENCE = ("peak_mb", "gflop_per_step")  # activations dropped, then recomputed
-# the goal of this version on an H100 (common/analysis/goals.py)
-GOALS = {"resnet18": {"max_slowdown": 1.35, "max_memory_share": 0.60}}
 # Checkpointing trades compute for activation memory, so the pairs run where activations dominate:
 # the churn MLP at batch 4096 (about 120 MB of activations against 19 MB of weights, gradients and
 # Adam state); ResNet-18 at batch 128 on CUDA.

@@ -13,10 +13,6 @@ PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.02, "at_bat
           "workloads": {"churn_serving": {"what": "churn probability per request", "atol": 1e-4}}}
 # (graph breaks and recompilations have their own line in the report: the eager twin has none)
 EVIDENCE = ("gpu_idle_share", "ops_per_step", "first_step_s")
-# the goals of this version on an H100 (common/analysis/goals.py)
-# resnet18_fusion: the ResNet-18 lab's "1.1-1.4x additional speedup from torch.compile" (default mode), its floor
-GOALS = {"resnet18": {"min_speedup": 1.5}, "churn_serving": {"min_speedup": 1.8},
-         "resnet18_fusion": {"min_speedup": 1.1}}
 # Churn is the served model: batches of 512 requests (the seed's largest sweep sizes), results
 # copied back to the host as a caller would need them. ResNet-18 at batch 32: launch-bound on an
 # H100 once bf16 and channels_last make the math cheap, where CUDA graphs pay; at batch 256 (the

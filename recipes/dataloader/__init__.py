@@ -7,8 +7,6 @@ TITLE = "Input pipeline (DataLoader)"
 # whichever process augments them): the losses agree to rounding.
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
 EVIDENCE = ("data_wait_share", "data_wait_ms", "cpu_ms_per_step", "worker_cpu_ms_per_step", "gpu_idle_share")
-# the goal of this version on an H100 (common/analysis/goals.py); and the recipe within 3 minutes
-GOALS = {"resnet18": {"min_speedup": 4.0}}
 
 
 def workers(run=None) -> int:

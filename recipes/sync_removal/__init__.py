@@ -5,8 +5,6 @@ TITLE = "Host-sync removal"
 # agree to rounding (GPU kernels that are not deterministic may drift them slowly apart).
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
 EVIDENCE = ("syncs_per_step", "gpu_idle_share")
-# the goal of this version on an H100 (common/analysis/goals.py)
-GOALS = {"resnet18": {"min_speedup": 1.2}}
 # The seed's serving-size batch for churn. Its step stays host-bound even there (the README: the GPU
 # idle 89% of the first H100 run's profiled steps), so the pair shows where removing a sync cannot pay.
 DEFAULTS = {"churn": {"cuda": {"batch_size": 512}, "cpu": {"batch_size": 512}}}
