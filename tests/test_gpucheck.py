@@ -24,7 +24,10 @@ def test_the_check_covers_every_recipe_sweep_ladder_and_diagnosis(tmp_path, monk
     for t in gpucheck.targets(smoke=False, out=tmp_path)[2:]:
         assert str(tmp_path) in t.cmd  # never over the committed reports
         assert "--smoke" not in t.cmd
-        assert "20" in t.cmd or "10" in t.cmd or t.name == "ncu-amp"  # a GPU's few steps (ncu: 2 timed, 1 profiled)
+        served = t.name.startswith("recipe-") and catalog.served(t.name[len("recipe-"):])
+        # a server: seconds of load, no script flags; else a GPU's few steps (ncu: 2 timed, 1 profiled)
+        assert ("--duration-s" in t.cmd and "--" not in t.cmd if served
+                else "20" in t.cmd or "10" in t.cmd or t.name == "ncu-amp")
     smoke = gpucheck.targets(smoke=True, out=tmp_path)
     assert all("--smoke" in t.cmd for t in smoke[2:]) and str(tmp_path) in smoke[0].cmd  # a test's A/A: its folder
     assert "ncu-amp" not in [t.name for t in smoke]  # ncu: CUDA only

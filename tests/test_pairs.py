@@ -47,6 +47,9 @@ def test_every_new_line_of_the_fast_twin_says_why(recipe, workload):
 def test_pair_shares_the_harness_lines(recipe, workload):
     for variant in catalog.VARIANTS:
         source = catalog.script(recipe, workload, variant).read_text()
+        if catalog.served(recipe):  # its twins are servers: one shared server (common/server.py)
+            assert "server.serve(__file__, load, MAX_BATCH, MAX_WAIT_MS)" in source
+            continue
         assert "run = harness.start(__file__, __doc__)" in source and "run.finish()" in source
         assert "run.loop(" in source and ("run.log_loss(" in source or "run.log_output(" in source)
 

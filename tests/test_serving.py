@@ -108,6 +108,7 @@ def test_the_sla_rate_is_where_p99_crosses_the_sla_between_swept_rates():
         check_local("http://example.com:80/predict")
 
 
+@pytest.mark.xdist_group("serving-runner")  # one worker: the second run loads the first one's AOT package
 def test_make_recipe_serving_smoke_writes_both_curves_parity_and_traces(tmp_path):
     proc = run_module("common.runners.compare", "serving", "--smoke", "--device", "cpu", "--data", "synthetic",
                       "--reports-dir", str(tmp_path), timeout=600)
@@ -128,6 +129,7 @@ def test_make_recipe_serving_smoke_writes_both_curves_parity_and_traces(tmp_path
     assert facts["recipe"] == "serving" and facts["device_type"] == "cpu" and facts["smoke"]
 
 
+@pytest.mark.xdist_group("serving-runner")
 def test_a_fast_twin_that_answers_the_wrong_customer_fails_parity(tmp_path):
     proc = run_module("common.runners.compare", "serving", "--smoke", "--device", "cpu", "--data", "synthetic",
                       "--rates", "50", "--duration-s", "0.5", "--reports-dir", str(tmp_path), timeout=600,

@@ -1,23 +1,27 @@
 """Serving recipe, slow twin: the seed's churn model behind an HTTP endpoint, one forward per request.
 
-The seed's model as it wrote it (models.ProblematicChurnModel: two needless elementwise ops, a
-`.item()` on the output mean in every forward of more than one row), in eval mode, with the trained
-weights both twins load. Each request is its own eager forward, autograd still recording, and its
-answers come back to the host: no batching, however many requests wait. common/server.py holds what
-both twins share (the endpoint, its 422s and 503s, the model thread, the drain).
+Both twins: the trained weights, FastAPI on uvicorn at 127.0.0.1, one model thread fed by a bounded
+queue (common/server.py: the endpoint, its 422s and 503s, the drain at Ctrl-C). What differs is what
+the model thread runs. Here, the seed's serving code as it is: its model (two needless ops, `.item()`
+in a forward of 2+ rows), eager, autograd recording, each request its own forward however many wait.
 """
+import torch
+
 from common import models, server
+
+MAX_BATCH, MAX_WAIT_MS = 1, 0.0  # a forward per request: the first one waiting is the batch
 
 
 def load(ctx):
-    model = models.ProblematicChurnModel(ctx.n_features)
+    model = models.ProblematicChurnModel(ctx.n_features)  # the seed's model as it wrote it
     model.load_state_dict(ctx.weights)
     model = model.to(ctx.device).eval()
 
-    def predict(rows):  # one request's customers
-        return model(rows.to(ctx.device)).squeeze(1).detach().cpu()  # note: .cpu() is a sync point
+    def predict(rows):  # the customers of the requests the model thread took
+        with torch.enable_grad():  # the seed's code: autograd records every forward
+            return model(rows.to(ctx.device)).squeeze(1).detach().cpu()  # note: .cpu() is a sync point
 
     return predict
 
 
-server.serve(__file__, load, max_batch=1)  # a forward per request: the first one is the batch
+server.serve(__file__, load, MAX_BATCH, MAX_WAIT_MS)
