@@ -25,6 +25,7 @@ import queue
 import signal
 import threading
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,7 +152,8 @@ class ModelThread(threading.Thread):
             if self.wrong is not None:  # a planted broken twin (faults.wrong_answers): answers misassigned
                 answers = self.wrong(answers)
             parts = answers.split([len(p.rows) for p in batch])
-        except Exception as e:  # a failed forward fails its requests, not the server
+        except Exception as e:  # a failed forward fails its requests, not the server; its log says why
+            traceback.print_exc()
             for p in batch:
                 p.loop.call_soon_threadsafe(_settle, p.future, None, e)
             return
@@ -336,25 +338,58 @@ def _interrupt(signum, frame):
 
 def aot_compiled(module: torch.nn.Module, ctx: Context, max_batch: int):
     """module exported with a dynamic batch (torch.export) and compiled ahead of time by AOTInductor
-    into a package cached per weights, torch version and device: a server loads it at start, and no
-    request pays compilation. Returns the loaded package's callable."""
+    into a package cached per weights, torch, device and its build: a server loads it at start, and no
+    request pays compilation. Only what the answer needs is compiled: an attribute the forward sets
+    (the seed's monitoring statistic) is not part of an exported program. Returns the loaded callable."""
     import hashlib
     import warnings
 
     digest = hashlib.sha256(torch.__version__.encode())
     for k, v in sorted(module.state_dict().items()):
         digest.update(k.encode() + v.detach().cpu().numpy().tobytes())
-    digest.update(f"{max_batch}|{ctx.device.type}|{ctx.n_features}".encode())
+    digest.update(f"{max_batch}|{ctx.n_features}|{_build_key(ctx.device)}".encode())
     package = ctx.cache_dir / f"churn-{digest.hexdigest()[:20]}.pt2"
     if not package.is_file():
-        example = torch.zeros(min(2, max_batch), ctx.n_features, device=ctx.device)
+        if ctx.device.type == "cuda":
+            _cuda_toolkit()
+        example = torch.zeros(min(64, max_batch + 1), ctx.n_features, device=ctx.device)
         # a batch closes once it holds max_batch rows, so its last request may bring up to MAX_CUSTOMERS more
         batch = torch.export.Dim("batch", min=1, max=max_batch + MAX_CUSTOMERS)
         with warnings.catch_warnings(), torch.inference_mode():
-            warnings.simplefilter("ignore")  # the seed's model keeps its monitoring statistic as an attribute
+            warnings.filterwarnings("ignore", message="The tensor attribute")  # the statistic, left out (above)
             exported = torch.export.export(module, (example,), dynamic_shapes={"x": {0: batch}})
         package.parent.mkdir(parents=True, exist_ok=True)
         tmp = package.with_name(f"{package.stem}.{os.getpid()}.pt2")
         torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp))
         os.replace(tmp, package)  # whole or not at all
-    return torch._inductor.aoti_load_package(str(package))
+    if ctx.prepare_only:  # built: loading it is the server's start, measured there
+        return None
+    index = (ctx.device.index or 0) if ctx.device.type == "cuda" else -1  # the run's GPU, not the builder's
+    return torch._inductor.aoti_load_package(str(package), device_index=index)
+
+
+def _build_key(device: torch.device) -> str:
+    """What a compiled package depends on beyond torch: the GPU's architecture, CUDA and Triton; the
+    CPU's vector extensions. A package built on another machine is not reused."""
+    if device.type == "cuda":
+        import triton
+
+        return f"cuda|sm_{''.join(map(str, torch.cuda.get_device_capability(device)))}|{torch.version.cuda}|" \
+               f"{triton.__version__}"
+    return f"cpu|{torch.backends.cpu.get_cpu_capability()}"
+
+
+def _cuda_toolkit() -> None:
+    """AOTInductor's CUDA wrapper includes cuda.h from the toolkit torch.utils.cpp_extension.CUDA_HOME
+    names, which it guesses from nvcc's folder: a wrapper script there (/usr/local/bin/nvcc) points it at
+    a folder without headers. Point it at one that has them, or say what to set."""
+    from torch.utils import cpp_extension
+
+    tried = [cpp_extension.CUDA_HOME, os.environ.get("CUDA_HOME"), "/usr/local/cuda",
+             str(Path(torch.__file__).parent.parent / "nvidia" / "cu13"),
+             str(Path(torch.__file__).parent.parent / "nvidia" / "cuda_runtime")]
+    home = next((t for t in tried if t and (Path(t) / "include" / "cuda.h").is_file()), None)
+    if home is None:
+        raise RuntimeError("AOTInductor on CUDA needs the CUDA toolkit's headers (include/cuda.h): set CUDA_HOME to "
+                           f"a toolkit; tried {', '.join(t for t in tried if t)}")
+    cpp_extension.CUDA_HOME = os.environ["CUDA_HOME"] = home

@@ -182,6 +182,16 @@ def test_compile_pairs_pass_parity(smoke_run):
 
 @pytest.mark.recipe("compile")
 @NEEDS_CXX
+def test_a_planted_compiled_twin_whose_steps_update_nothing_fails_parity(tmp_path):
+    """tests/test_parity.py's planted frozen twin, for compile: in the smoke run's worker, so that one
+    of the two compiles ResNet-18 and the other finds Inductor's cache."""
+    from test_parity import frozen_fails
+
+    frozen_fails(tmp_path, "compile", "resnet18")
+
+
+@pytest.mark.recipe("compile")
+@NEEDS_CXX
 def test_compiled_graph_calls_fewer_ops_and_pays_on_the_first_step(smoke_run):
     """Eager runs one aten op per layer op; the compiled forward calls a few generated kernels
     (each a fused chain). Compiling happens in the first step, which the report shows apart."""

@@ -163,10 +163,13 @@ class Twin:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the server exited with {self.proc.returncode} before answering")
             try:
-                if httpx.post(self.url + "/predict", content=body, timeout=2).status_code == 200:
-                    return time.perf_counter() - self.started
+                r = httpx.post(self.url + "/predict", content=body, timeout=2)
             except httpx.HTTPError:
-                pass
+                time.sleep(0.02)
+                continue
+            if r.status_code == 200:
+                return time.perf_counter() - self.started
+            raise RuntimeError(f"its first answer was a {r.status_code}: {r.text[:300]}")
             time.sleep(0.02)
         raise RuntimeError(f"no answer within {START_TIMEOUT_S} s")
 
@@ -260,7 +263,8 @@ def trace_figures(trace: Path) -> dict:
     """Per forward of the profiled window: the model thread's host time in it, the device's time (GPU
     kernels, copies and sets), and the host syncs (`.item()` and the like; a stream or device sync)."""
     events = [e for e in traces.read_trace(trace).get("traceEvents", []) if e.get("ph") == "X"]
-    forwards = [e for e in events if e.get("name") == "forward"]
+    # the model thread's own ranges: on a GPU the profiler adds a copy of each on the GPU's track
+    forwards = [e for e in events if e.get("name") == "forward" and e.get("cat") == "user_annotation"]
     n = max(len(forwards), 1)
     return {"forwards": len(forwards), "host_ms": sum(e.get("dur", 0) for e in forwards) / n / 1e3,
             "device_ms": sum(e.get("dur", 0) for e in events if e.get("cat") in traces.GPU_CATS) / n / 1e3,

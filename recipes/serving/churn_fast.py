@@ -3,7 +3,7 @@
 Both twins: the trained weights, FastAPI on uvicorn at 127.0.0.1, one model thread fed by a bounded
 queue (common/server.py: the endpoint, its 422s and 503s, the drain at Ctrl-C). What differs is what
 the model thread runs. Here, what a serving engineer does: waiting requests batched, inference_mode,
-the model's statistic kept on the device, the model exported and compiled by AOTInductor beforehand.
+no `.item()` in the model, the model exported and compiled by AOTInductor before the server starts.
 """
 import torch
 
@@ -13,7 +13,7 @@ MAX_BATCH, MAX_WAIT_MS = 64, 2.0  # waiting requests in one forward: up to 64 ro
 
 
 def load(ctx):
-    model = models.ProblematicChurnModel(ctx.n_features, host_sync=False)  # its statistic stays on the device
+    model = models.ProblematicChurnModel(ctx.n_features, host_sync=False)  # no .item(): export keeps the answer
     model.load_state_dict(ctx.weights)
     model = model.to(ctx.device).eval()
     compiled = server.aot_compiled(model, ctx, MAX_BATCH)  # torch.export + AOTInductor, built before serving
