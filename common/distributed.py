@@ -7,7 +7,10 @@ nothing and counts nothing: the single-process run of the same global batch.
 """
 import contextlib
 import hashlib
+import json
 import os
+import socket
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +55,8 @@ class AllReduces:
 
 
 COUNTED: list[AllReduces] = []  # one per wrapped model, read by the harness at the end
+COLLECTIVES = {"all_gather_into_tensor": 0, "reduce_scatter_tensor": 0}  # FSDP2's, counted by shard()
+HELD: dict = {}  # this rank's share of the training state at the end, MB (held())
 OPTIMIZER_STEPS = [0]  # optimizer steps taken once a model was wrapped: the all-reduces' denominator
 WRAPPED: list[torch.nn.Module] = []  # the models wrap() was given, for their digests at the end
 
@@ -78,10 +83,56 @@ def wrap(model: torch.nn.Module, device: torch.device, count: bool = True, **opt
         return ddp
     counter = AllReduces(options=dict(options))
     ddp.register_comm_hook(counter, _counting_allreduce)
-    if not COUNTED:  # every step of any optimizer (the harness's steps leave out the learning probe's)
-        register_optimizer_step_post_hook(lambda *_: OPTIMIZER_STEPS.__setitem__(0, OPTIMIZER_STEPS[0] + 1))
+    _count_steps()
     COUNTED.append(counter)
     return ddp
+
+
+_STEPS_COUNTED = []
+
+
+def _count_steps() -> None:
+    """Count every step of any optimizer once a model is wrapped: the collectives' denominator."""
+    if not _STEPS_COUNTED:
+        _STEPS_COUNTED.append(register_optimizer_step_post_hook(
+            lambda *_: OPTIMIZER_STEPS.__setitem__(0, OPTIMIZER_STEPS[0] + 1)))
+
+
+def shard(model: torch.nn.Module, device: torch.device, block: type) -> torch.nn.Module:
+    """FSDP2: every `block` module, then the root, fully_shard'ed over all ranks: each rank keeps 1/N of
+    the parameters, gradients and optimizer state, gathering a block's parameters for its forward and
+    backward and reduce-scattering its gradients; its all-gathers and reduce-scatters counted. The model
+    itself in a plain process."""
+    WRAPPED.append(model)
+    if world()[1] == 1:
+        return model
+    from torch.distributed.fsdp import fully_shard
+
+    for name in COLLECTIVES:  # FSDP2 calls them through torch.distributed's module at run time
+        setattr(dist, name, _counting(getattr(dist, name), name))
+    _count_steps()
+    for module in model.modules():
+        if isinstance(module, block):
+            fully_shard(module)
+    return fully_shard(model)
+
+
+def _counting(collective, name: str):
+    def counted(*args, **kwargs):
+        COLLECTIVES[name] += 1
+        return collective(*args, **kwargs)
+    return counted
+
+
+def held(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """Record this rank's share of the training state: parameters, gradients and optimizer state in MB,
+    a sharded tensor (DTensor) counted by its local shard."""
+    def mb(tensors):
+        local = [t.to_local() if hasattr(t, "to_local") else t for t in tensors]
+        return sum(t.numel() * t.element_size() for t in local) / 2**20
+    params = list(model.parameters())
+    HELD.update(params_mb=mb(params), grads_mb=mb(p.grad for p in params if p.grad is not None),
+                optimizer_mb=mb(v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v)))
 
 
 def rank_share(*tensors):
@@ -106,11 +157,17 @@ def agree_max(value: int) -> int:
     return int(t.item())
 
 
+def _full(p: torch.Tensor) -> torch.Tensor:
+    """A parameter whole: a sharded one (FSDP2's DTensor) gathered from every rank (a collective)."""
+    return p.full_tensor() if hasattr(p, "full_tensor") else p
+
+
 def digest(model: torch.nn.Module) -> str:
-    """The parameters' exact bytes, hashed: equal on every rank when they train in step."""
+    """The parameters' exact bytes, hashed (a sharded one whole): equal on every rank when they train in
+    step, or when their shards make one consistent state."""
     h = hashlib.sha256()
     for p in model.parameters():
-        h.update(p.detach().float().cpu().numpy().tobytes())
+        h.update(_full(p).detach().float().cpu().numpy().tobytes())
     return h.hexdigest()[:16]
 
 
@@ -119,9 +176,15 @@ def fingerprint(model: torch.nn.Module) -> list[float]:
     run of the same global batch, whose reductions add in another order."""
     out = []
     for p in model.parameters():
-        x = p.detach().double()
+        x = _full(p).detach().double()
         out += [x.sum().item(), (x * x).sum().item()]
     return out
+
+
+def whereabouts(device: torch.device) -> dict:
+    """Where this rank runs: its node (torchrun's group rank), host and device."""
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    return {"node": int(os.environ.get("GROUP_RANK", 0)), "host": socket.gethostname(), "device": name}
 
 
 def gather(obj) -> list:
@@ -150,7 +213,7 @@ def settle(result, device: torch.device) -> None:
     model = WRAPPED[0] if WRAPPED else None
     trace = result.evidence.trace if result.evidence else None  # this rank's, written during the loop
     mine = {"step_ms": result.timing.step_ms, "digest": digest(model) if model is not None else None,
-            "trace": trace}
+            "trace": trace, "held": dict(HELD), **whereabouts(device)}
     ranks = gather(mine) if size > 1 else [mine]
     if size > 1:
         slowest = [max(r["step_ms"][i] for r in ranks) for i in range(len(result.timing.step_ms))]
@@ -161,10 +224,29 @@ def settle(result, device: torch.device) -> None:
         "distinct_digests": len({r["digest"] for r in ranks}), "digests": [r["digest"] for r in ranks],
         "allreduce_per_step": counted.calls / max(OPTIMIZER_STEPS[0], 1),
         "allreduce_mb_per_step": counted.bytes / max(OPTIMIZER_STEPS[0], 1) / 2**20, "options": counted.options or {},
-        "hook_us_per_call": counted.host_s / max(counted.calls, 1) * 1e6,
-        "hook_ms_per_step": counted.host_s / max(OPTIMIZER_STEPS[0], 1) * 1e3,
-        "fingerprint": fingerprint(model) if model is not None else None}
+        **({"hook_us_per_call": counted.host_s / counted.calls * 1e6,
+            "hook_ms_per_step": counted.host_s / max(OPTIMIZER_STEPS[0], 1) * 1e3} if counted.calls else {}),
+        "sharded": any(COLLECTIVES.values()),
+        "fingerprint": fingerprint(model) if model is not None else None,
+        "ranks": [{k: r[k] for k in ("node", "host", "device", "held")} for r in ranks],
+        **{f"{name}_per_step": calls / max(OPTIMIZER_STEPS[0], 1) for name, calls in COLLECTIVES.items()}}
     traces = {r: Path(x["trace"]) for r, x in enumerate(ranks) if x["trace"]}
     if rank == 0 and size > 1 and traces:  # every rank's trace is written: each finished its loop
         result.extra["ddp"]["comm_overlap"] = hta.comm_overlap(traces, device)
     shut_down()
+
+
+def join(device: torch.device) -> None:
+    """The runner's join check across nodes (common/runners/nodes.py): every rank in the process group,
+    rank 0 printing where each runs."""
+    device, _ = init(device)
+    found = gather({"rank": world()[0], **whereabouts(device)})
+    if world()[0] == 0:
+        print(json.dumps(found), flush=True)
+    shut_down()
+
+
+if __name__ == "__main__":  # python -m common.distributed --join cpu|cuda, under torchrun
+    if sys.argv[1:2] != ["--join"]:
+        sys.exit("usage: torchrun ... -m common.distributed --join cpu|cuda")
+    join(torch.device(sys.argv[2] if len(sys.argv) > 2 else "cpu"))

@@ -109,7 +109,7 @@ def test_the_slow_script_against_itself_over_a_longer_stretch_passes_exactly(twi
 # compare no single steps, so the probe alone must catch them, on both of grad_accumulation's workloads.
 FROZEN = [("amp", "churn"), ("channels_last", "resnet18"), ("checkpointing", "churn"),
           ("cuda_graphs", "churn"), ("dataloader", "churn"), ("ddp", "churn"), ("ddp_buckets", "resnet18"),
-          ("folded_ops", "churn"), ("fused_ops", "churn"), ("grad_accumulation", "churn"),
+          ("folded_ops", "churn"), ("fsdp", "resnet18"), ("fused_ops", "churn"), ("grad_accumulation", "churn"),
           ("grad_accumulation", "resnet18"), ("precision", "churn"), ("set_to_none", "churn"),
           ("sync_removal", "churn")]
 SAME_RULE_AS = {"ddp_bucket_view": "ddp_buckets", "ddp_static_graph": "ddp_buckets", "ddp_unused": "ddp_buckets"}

@@ -105,6 +105,13 @@ def _mfu(v: VariantAggregate):
     return achieved / peak if achieved is not None and peak else None
 
 
+def _held(v):
+    """The largest rank's training state (common.distributed.held), MB."""
+    ranks = ((v.extra or {}).get("ddp") or {}).get("ranks") or []
+    totals = [sum(r["held"].values()) for r in ranks if r.get("held")]
+    return max(totals) if totals else None
+
+
 def _ddp(key):  # what common.distributed.settle gathered over the ranks (the ddp recipe)
     return lambda v: (v.extra.get("ddp") or {}).get(key)
 
@@ -175,6 +182,12 @@ _ALL = [
     Metric("allreduce_mb_per_step", "MB all-reduced per optimizer step", "MB", _ddp("allreduce_mb_per_step"), ".2f"),
     Metric("comm_overlap", "communication overlapped with computation, mean over ranks (HTA)", "share",
            lambda v: _mean_overlap(_ddp("comm_overlap")(v)), ".0%"),
+    Metric("held_mb", "training state held per rank: parameters + gradients + optimizer state, MB (largest rank)",
+           "MB", lambda v: _held(v), ".1f"),
+    Metric("allgather_per_step", "all-gathers per optimizer step (FSDP)", "count",
+           _ddp("all_gather_into_tensor_per_step"), ".1f"),
+    Metric("reducescatter_per_step", "reduce-scatters per optimizer step (FSDP)", "count",
+           _ddp("reduce_scatter_tensor_per_step"), ".1f"),
     Metric("distinct_digests", "distinct parameter sets across ranks after the run (1: identical)", "count",
            _ddp("distinct_digests"), ".0f"),
     Metric("graphs", "compiled graphs", "count", _compile(lambda c: c.graphs), ".0f"),

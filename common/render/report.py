@@ -311,6 +311,17 @@ def hta_lines(traces: list[tuple[str, Evidence | None]], cpu: bool):
     return out
 
 
+def _nodes_words(ranks: list[dict]) -> str:
+    """'node 0 on host-a (ranks 0-1, 2 x NVIDIA H100), node 1 on host-b (ranks 2-3, 2 x NVIDIA H100)'."""
+    words = []
+    for node in sorted({r["node"] for r in ranks}):
+        mine = [i for i, r in enumerate(ranks) if r["node"] == node]
+        devices = sorted({ranks[i]["device"] for i in mine})
+        words.append(f"node {node} on {ranks[mine[0]]['host']} (ranks {mine[0]}-{mine[-1]}, "
+                     f"{len(mine)} x {' and '.join(devices)})")
+    return ", ".join(words)
+
+
 def _ranks_lines(slow: VariantAggregate, fast: VariantAggregate) -> list[str]:
     """A data-parallel pair (common.distributed.settle): the ranks, their parameters, HTA's overlap per rank."""
     out = []
@@ -322,11 +333,14 @@ def _ranks_lines(slow: VariantAggregate, fast: VariantAggregate) -> list[str]:
         per_rank = overlap.get("per_rank")
         said = (", ".join(f"rank {r} {s:.0%}" for r, s in per_rank.items()) if per_rank
                 else overlap.get("why", "not read"))
-        options = ", ".join(f"{k}={x}" for k, x in (d.get("options") or {}).items()) or "DDP's defaults"
+        options = ("FSDP2 (fully_shard)" if d.get("sharded") else
+                   ", ".join(f"{k}={x}" for k, x in (d.get("options") or {}).items()) or "DDP's defaults")
+        same = "one consistent state, gathered whole on every rank" if d.get("sharded") else "identical on every rank"
         out.append(f"- Ranks ({name}): {d['world_size']} on {d['backend']}, {options}; parameters after the run "
-                   + ("identical on every rank" if d["distinct_digests"] == 1
-                      else f"**{d['distinct_digests']} different sets**")
+                   + (same if d["distinct_digests"] == 1 else f"**{d['distinct_digests']} different sets**")
                    + f"; communication overlapped with computation (HTA): {said}")
+        if len({r["node"] for r in d.get("ranks", [])}) > 1:
+            out.append(f"  - Nodes ({name}): {_nodes_words(d['ranks'])}")
         if d.get("hook_ms_per_step") is not None and v.median_ms:
             out.append(f"  - The measurement's own cost ({name}): its all-reduces are counted by a Python comm hook "
                        f"(`common/distributed.py`) in place of DDP's built-in C++ one, the same arithmetic; the hook "

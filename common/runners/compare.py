@@ -31,6 +31,7 @@ from common.analysis.results import (
     Comparison,
     ComparisonRounds,
     MemoryBudget,
+    RunResult,
     WorkloadComparison,
     file_lock,
     write_result,
@@ -45,7 +46,7 @@ from common.cli import (
 )
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
-from common.runners import budget, launch
+from common.runners import budget, launch, nodes
 
 MIN_ROUNDS, MAX_ROUNDS = 3, 10
 
@@ -61,6 +62,7 @@ def parse_args(argv):
                    help="ranks per pair run, for a recipe launched by torchrun (ddp): default the GPUs present "
                         "if 2 or more, else 2 CPU ranks on gloo")
     p.add_argument("--workloads", help="comma-separated subset of the recipe's workloads (default: every pair)")
+    nodes.add_flags(p)
     p.add_argument("--memory-budget-gb", type=non_negative_float, default=budget.DEFAULT_GB, metavar="GB",
                    help=f"for recipes with a memory-budget search (checkpointing): the budget (default "
                         f"{budget.DEFAULT_GB:g}, the seed's T4); 0 skips the search")
@@ -113,6 +115,7 @@ class Plan:
     command: str
     parity_rtol: float | None = None  # --parity-rtol: one tolerance for every workload
     nproc: int | None = None  # ranks per run, for a recipe torchrun launches (settings.DISTRIBUTED)
+    machines: nodes.Nodes | None = None  # the machines of a run across several (common/runners/nodes.py)
     budget_gb: float = budget.DEFAULT_GB
     budget_spec: dict | None = None  # the recipe's BUDGET setting, if it searches batch sizes under a budget
     aa: bool = False  # --aa: the slow script in both roles
@@ -167,6 +170,15 @@ def make_plan(argv) -> Plan:
                   "ranks on gloo (every time is a CPU time; the report says so)", flush=True)
     elif args.nproc_per_node:
         raise CookbookError(f"--nproc-per-node: only a recipe launched by torchrun takes it (ddp), not {recipe}")
+    multi = nodes.from_args(args)  # across machines: flags, or SLURM's variables
+    if multi and not nproc:
+        raise CookbookError(f"--nnodes: only a recipe launched by torchrun runs across machines (ddp...), not {recipe}")
+    if multi:  # every node runs the same launches: a number of rounds they all know beforehand
+        if args.max_rounds:
+            raise CookbookError("--max-rounds: across machines the rounds are fixed (--rounds N, default "
+                                f"{MIN_ROUNDS}): the nodes cannot agree on an adaptive number")
+        rounds = Rounds(args.rounds or (1 if args.smoke else MIN_ROUNDS), args.rounds or (1 if args.smoke else
+                                                                                           MIN_ROUNDS), fixed=True)
     data = launch.data_flags(args.data, WORKLOADS)  # per workload; a pair takes its workload's
     launch.check_data(args.data, WORKLOADS)
     cpus = launch.cpu_set(args.cpus)
@@ -187,18 +199,22 @@ def make_plan(argv) -> Plan:
                 traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke,
                 command="python -m common.runners.compare " + " ".join(argv),
                 budget_spec=None if args.aa else getattr(settings, "BUDGET", None), budget_gb=args.memory_budget_gb,
-                nproc=nproc, aa=args.aa, profile=profile, not_applicable=catalog.not_applicable(recipe, profile))
+                nproc=nproc, machines=multi, aa=args.aa, profile=profile,
+                not_applicable=catalog.not_applicable(recipe, profile))
 
 
-def run_variant(plan: Plan, workload, variant, round_no) -> launch.Outcome:
+def run_variant(plan: Plan, workload, variant, round_no, read=RunResult) -> launch.Outcome:
     out = plan.results_dir / f"{workload}_{variant}_r{round_no}.json"
     flags = ["--trace-dir", str(plan.traces_dir / f"{workload}_{variant}")] + plan.script_flags[workload]
     if round_no > 1:
         flags += ["--profile-steps", "0", "--probe-steps", "0"]  # the evidence and the parity come from round 1
     module = ["-m", f"recipes.{plan.recipe}.{workload}_{'slow' if plan.aa else variant}"]
-    if plan.nproc:  # one round is one torchrun launch of N ranks; rank 0 writes the result of them all
+    if plan.machines:  # one launch across the machines, joined at node 0's endpoint; global rank 0 writes
+        module = ["-m", "torch.distributed.run",
+                  *plan.machines.torchrun(plan.nproc, f"{plan.recipe}-{workload}-{variant}-r{round_no}"), *module]
+    elif plan.nproc:  # one round is one torchrun launch of N ranks; rank 0 writes the result of them all
         module = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(plan.nproc), *module]
-    return launch.child(module, flags, out, cpus=plan.cpus, rerun=f"make recipe-{plan.recipe}",
+    return launch.child(module, flags, out, cpus=plan.cpus, rerun=f"make recipe-{plan.recipe}", read=read,
                         extra_env={env.RUN_ENV: f"{variant}:{round_no}"})
 
 
@@ -390,7 +406,14 @@ def compare(argv=None) -> int:
 
         return serve.serve_recipe(argv)
     plan = make_plan(argv)
+    if plan.machines:  # every node there before anything is written, or one line that names the endpoint
+        print(f"{plan.recipe}: {plan.machines.describe()}; waiting up to {plan.machines.join_timeout_s} s for "
+              "every node", flush=True)
+        nodes.join_check(plan.machines, plan.nproc, "cuda" if plan.cuda else "cpu")
     launch.make_folder(plan.results_dir, plan.reports_dir)  # every input has passed: now the first write
+    if plan.machines and plan.machines.node_rank:  # node 0 aggregates and writes the report; this node runs its share
+        return nodes.follow(lambda w, v, r: run_variant(plan, w, v, r, read=None), plan.workloads,
+                            plan.rounds.most, launch.alternating)
     if plan.not_applicable:
         return not_applicable(plan)
     with file_lock(plan.recipe_results / ".running.lock", blocking=False) as alone:
