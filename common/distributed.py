@@ -106,15 +106,19 @@ def shard(model: torch.nn.Module, device: torch.device, block: type) -> torch.nn
     WRAPPED.append(model)
     if world()[1] == 1:
         return model
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     for name in COLLECTIVES:  # FSDP2 calls them through torch.distributed's module at run time
         setattr(dist, name, _counting(getattr(dist, name), name))
     _count_steps()
+    # the run's own device: without a mesh fully_shard takes CUDA whenever a GPU exists, even where the
+    # ranks run on the CPU with gloo (more ranks than GPUs)
+    mesh = init_device_mesh(device.type, (world()[1],))
     for module in model.modules():
         if isinstance(module, block):
-            fully_shard(module)
-    return fully_shard(model)
+            fully_shard(module, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
 
 
 def _counting(collective, name: str):
@@ -138,6 +142,11 @@ def held(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
 def rank_share(*tensors):
     """This rank's slice of a global batch (each tensor alike); the whole batch in a plain process."""
     rank, size = world()
+    if tensors and tensors[0].shape[0] % size:
+        from common.errors import CookbookError
+
+        raise CookbookError(f"--batch-size {tensors[0].shape[0]}: the global batch is split evenly over {size} ranks; "
+                            f"give a multiple of {size}")
     return tuple(t.chunk(size)[rank] for t in tensors)
 
 

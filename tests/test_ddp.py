@@ -120,3 +120,25 @@ def test_the_counting_hook_costs_little_against_ddps_own_all_reduce():
     assert found["same_parameters"] and found["calls_per_step"] >= 1
     assert found["counted_ms"] <= 1.25 * found["uncounted_ms"] + 0.1, found
     assert 0 < found["hook_ms_per_step"] < found["counted_ms"], found
+
+
+def test_fsdp_shards_on_the_runs_own_device_where_a_gpu_machine_runs_cpu_ranks():
+    """More ranks than GPUs: the ranks run on the CPU with gloo, while torch's accelerator says CUDA;
+    fully_shard left to choose its mesh took CUDA there and failed ("Found no NVIDIA driver" here)."""
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           str(REPO / "tests" / "planted" / "fsdp_mesh.py")], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0 and "RESULT ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_a_global_batch_the_ranks_cannot_share_evenly_is_refused(monkeypatch):
+    import torch
+
+    from common import distributed
+    from common.errors import CookbookError
+
+    monkeypatch.setenv("RANK", "2")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(CookbookError, match="--batch-size 8: the global batch is split evenly over 3 ranks"):
+        distributed.rank_share(torch.zeros(8, 2))
+    assert distributed.rank_share(torch.arange(9))[0].tolist() == [6, 7, 8]

@@ -43,8 +43,8 @@ def test_a_t4_is_judged_by_the_seeds_figures_and_an_unknown_gpu_by_none():
         ">= 1.5x with peak memory <= 70% of the slow twin's"  # "1.5-2.5x speedup, 30-40% memory reduction"
     assert goals.goal_of("dataloader", "resnet18", "T4") == {"min_speedup": 1.3}  # "1.3-1.8x"
     assert goals.goal_of("cuda_graphs", "churn", "T4") == {}  # the seeds quote no figure for it
-    assert [goals.gpu_class(n) for n in ("Tesla T4", "NVIDIA H100 80GB HBM3", "NVIDIA L4", None)] == \
-        ["T4", "H100", None, None]
+    assert [goals.gpu_class(n) for n in ("Tesla T4", "NVIDIA H100 80GB HBM3", "NVIDIA L4", "NVIDIA T400", None)] == \
+        ["T4", "H100", None, None, None]
     entry = _entry([16.0, 16.2, 15.9], [10.0, 10.1, 9.9], fast_mb=60.0)
     for r in (entry.slow, entry.fast):
         r.env.gpu_name = "Tesla T4"

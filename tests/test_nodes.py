@@ -32,6 +32,7 @@ def test_the_nodes_come_from_the_flags_or_from_slurm():
     slurm = {"SLURM_NNODES": "4", "SLURM_NODEID": "3", "MASTER_ADDR": "gpu-17", "MASTER_PORT": "29600"}
     n = nodes.from_args(_args(), environ=slurm)
     assert (n.nnodes, n.node_rank, n.endpoint, n.source) == (4, 3, "gpu-17:29600", "SLURM")
+    assert nodes.from_args(_args(), environ=slurm, slurm=False) is None  # a recipe torchrun does not launch
     for bad, said in (({"nnodes": 2, "rdzv_endpoint": "h:1"}, "--node-rank None"),
                       ({"nnodes": 2, "node_rank": 2, "rdzv_endpoint": "h:1"}, "0 to 1"),
                       ({"nnodes": 2, "node_rank": 0, "rdzv_endpoint": "h"}, "HOST:PORT"),

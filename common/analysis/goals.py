@@ -6,6 +6,8 @@ it ran on, or that none is set there; a CPU run judges nothing: the goals are GP
     keys: min_speedup (x), max_slowdown (x: the fast twin may be this much slower),
           lower_memory (bool), max_memory_share (fast peak / slow peak)
 """
+import re
+
 from common.analysis.results import WorkloadComparison
 
 # (recipe, pair) -> goal, per GPU class. Each class's table says where its figures come from.
@@ -41,7 +43,8 @@ NAMES = {"H100": "an H100", "T4": "a T4"}
 
 def gpu_class(gpu_name: str | None) -> str | None:
     """The goal table a GPU's runs are judged by ("NVIDIA H100 80GB HBM3" -> "H100"), or None."""
-    return next((c for c in TABLES if gpu_name and c in gpu_name), None)
+    words = set(re.findall(r"[A-Za-z0-9]+", gpu_name or ""))  # "NVIDIA T400" is not a T4
+    return next((c for c in TABLES if c in words), None)
 
 
 def goal_of(recipe: str, pair: str, gpu: str = "H100") -> dict:

@@ -170,7 +170,7 @@ def make_plan(argv) -> Plan:
                   "ranks on gloo (every time is a CPU time; the report says so)", flush=True)
     elif args.nproc_per_node:
         raise CookbookError(f"--nproc-per-node: only a recipe launched by torchrun takes it (ddp), not {recipe}")
-    multi = nodes.from_args(args)  # across machines: flags, or SLURM's variables
+    multi = nodes.from_args(args, slurm=bool(nproc))  # across machines: flags, or SLURM's for a torchrun recipe
     if multi and not nproc:
         raise CookbookError(f"--nnodes: only a recipe launched by torchrun runs across machines (ddp...), not {recipe}")
     if multi:  # every node runs the same launches: a number of rounds they all know beforehand
@@ -222,6 +222,8 @@ def run_workload(plan: Plan, workload, counter: launch.Counter) -> tuple[dict, l
     """Rounds of slow and fast until the interval decides (or the cap); the runs, failures, reason."""
     def stop(round_no, done: launch.Rounds) -> str | None:
         """Sequential stopping: after `least` rounds, one look at the interval per round."""
+        if plan.machines:  # the other nodes run the fixed schedule: stopping early here would strand them
+            return None
         if done.failures or any(r.status == "oom" for runs in done.runs.values() for r in runs):
             return f"stopped after round {round_no}: a run failed or ran out of memory"
         if plan.rounds.fixed or round_no < plan.rounds.least:

@@ -50,11 +50,12 @@ def add_flags(p) -> None:
                    help=f"how long a launch waits for every node to join (default {JOIN_TIMEOUT_S})")
 
 
-def from_args(args, environ=os.environ) -> Nodes | None:
-    """The nodes of this run from the flags, else from SLURM's variables; None for one machine."""
+def from_args(args, environ=os.environ, slurm: bool = True) -> Nodes | None:
+    """The nodes of this run from the flags, else (slurm: a recipe torchrun launches) from SLURM's
+    variables; None for one machine."""
     source = "flags"
     nnodes, rank, endpoint = args.nnodes, args.node_rank, args.rdzv_endpoint
-    if nnodes is None and int(environ.get("SLURM_NNODES", "1")) > 1:
+    if nnodes is None and slurm and int(environ.get("SLURM_NNODES", "1")) > 1:
         source, nnodes = "SLURM", int(environ["SLURM_NNODES"])
         rank = int(environ.get("SLURM_NODEID", "0")) if rank is None else rank
         endpoint = endpoint or _slurm_endpoint(environ)
