@@ -105,11 +105,11 @@ def test_hta_overlap_is_read_per_rank_on_gpus_and_said_missing_elsewhere(tmp_pat
     assert overlap.value(v) is None
 
 
-@pytest.mark.alone
 def test_the_counting_hook_costs_little_against_ddps_own_all_reduce():
     """Every data-parallel pair counts its all-reduces through a Python comm hook in both twins, in
     place of DDP's built-in C++ all-reduce. Beside an uncounted copy trained on the same batches in
-    the same processes, steps alternating: the same parameters at the end, and the counted step
+    the same processes, steps alternating (so a loaded machine slows both alike): the same parameters at
+    the end, and the counted step
     within a quarter of the uncounted one (about 1% apart on 2 CPU cores, where the hook's own time,
     the all-reduce's launch included, is about 8% of a step: the launch is most of it)."""
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",

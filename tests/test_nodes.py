@@ -1,6 +1,7 @@
 """A data-parallel recipe across machines: two runners on 127.0.0.1 play two nodes (gloo), joined by
 torchrun's static rendezvous; node 0 writes the report naming both, node 1 runs its share; a node that
 never joins ends the run with one line naming the endpoint, exit 2, nothing written."""
+import os
 import socket
 import subprocess
 import sys
@@ -47,28 +48,63 @@ def test_a_recipe_not_launched_by_torchrun_refuses_nnodes(tmp_path):
     assert proc.returncode == 2 and "only a recipe launched by torchrun runs across machines" in proc.stderr
 
 
-@pytest.mark.parametrize("recipe, workload", [("ddp", "churn"), ("fsdp", "resnet18")])
-def test_two_nodes_train_in_step_and_node_0_writes_the_report_naming_both(tmp_path, recipe, workload):
-    """Two runners on 127.0.0.1, one rank each, joined as two nodes: DDP's ranks end identical, FSDP's
-    shards make one consistent state (gathered whole, one digest); only node 0 writes the report."""
+def _two_nodes(tmp_path, recipe, workload, fault=None):
+    """The recipe's smoke run as two nodes on 127.0.0.1, one rank each: (node 0's, node 1's) outcome."""
     endpoint = f"127.0.0.1:{_port()}"
     cmd = [sys.executable, "-m", "common.runners.compare", recipe, "--workloads", workload, "--smoke", "--device",
            "cpu", "--data", "synthetic", "--nnodes", "2", "--rdzv-endpoint", endpoint, "--nproc-per-node", "1",
            "--join-timeout", "60"]
+    child_env = {**os.environ, **({"COOKBOOK_FAULT": fault} if fault else {})}
     procs = [subprocess.Popen(cmd + ["--node-rank", str(k), "--reports-dir", str(tmp_path / f"node{k}")], cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in (1, 0)]
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env)
+             for k in (1, 0)]
     (out1, err1), (out0, err0) = (p.communicate(timeout=300) for p in procs)
-    assert procs[1].returncode == 0, out0 + err0
-    assert procs[0].returncode == 0 and "node 0 writes the report" in out1, out1 + err1
-    entry = comparison_of(tmp_path / "node0", recipe)["workloads"][workload]
-    for variant in ("slow", "fast"):
-        d = entry[variant]["extra"]["ddp"]
-        assert d["world_size"] == 2 and d["distinct_digests"] == 1  # identical, or one consistent sharded state
-        assert [r["node"] for r in d["ranks"]] == [0, 1]
-    assert entry["parity"]["ok"]
+    return (procs[1].returncode, out0 + err0), (procs[0].returncode, out1 + err1)
+
+
+def _named_both_nodes(tmp_path, recipe):
     md = (tmp_path / "node0" / f"{recipe}.md").read_text()
     assert f"- Nodes (fast): node 0 on {socket.gethostname()} (ranks 0-0, 1 x CPU), node 1 on" in md
     assert not (tmp_path / "node1" / f"{recipe}.md").exists()  # only node 0 writes the report
+
+
+def test_fsdp_on_two_nodes_holds_half_the_state_per_rank_in_one_consistent_state(tmp_path):
+    """The fsdp recipe end to end, as two nodes: each rank holds half of ResNet-18's parameters,
+    gradients and Adam state that a DDP rank holds whole, paid for in all-gathers and reduce-scatters;
+    the shards, gathered whole, make one state; parity passes; node 0's report names both nodes."""
+    (rc0, said0), (rc1, said1) = _two_nodes(tmp_path, "fsdp", "resnet18")
+    assert rc0 == 0, said0
+    assert rc1 == 0 and "node 0 writes the report" in said1, said1
+    entry = comparison_of(tmp_path / "node0", "fsdp")["workloads"]["resnet18"]
+    assert entry["parity"]["ok"]
+    slow, fast = entry["slow"]["extra"]["ddp"], entry["fast"]["extra"]["ddp"]
+    for d in (slow, fast):
+        assert d["world_size"] == 2 and d["distinct_digests"] == 1 and [r["node"] for r in d["ranks"]] == [0, 1]
+    for whole, shard in ((a["held"], b["held"]) for a, b in zip(slow["ranks"], fast["ranks"])):
+        assert whole["params_mb"] == pytest.approx(11_181_642 * 4 / 2**20, rel=1e-6)  # ResNet-18 (10 classes), fp32
+        for part in ("params_mb", "grads_mb", "optimizer_mb"):
+            assert shard[part] == pytest.approx(whole[part] / 2, rel=0.01), part  # 1/N, N = 2
+    assert fast["all_gather_into_tensor_per_step"] > 0 and fast["reduce_scatter_tensor_per_step"] > 0
+    assert slow["all_gather_into_tensor_per_step"] == 0 and fast["allreduce_per_step"] == 0 and fast["sharded"]
+    assert "FSDP2 (fully_shard); parameters after the run one consistent state" in \
+        (tmp_path / "node0" / "fsdp.md").read_text()
+    _named_both_nodes(tmp_path, "fsdp")
+
+
+def test_ddp_on_two_nodes_trains_in_step_and_its_planted_frozen_twin_fails_parity(tmp_path):
+    """The ddp recipe as two nodes, its fast twin planted to update nothing (faults.frozen, the ddp recipe's
+    share of tests/test_parity.py's): every rank of each twin ends identical across the nodes, node 0's
+    report names both, and parity fails the frozen twin."""
+    (rc0, said0), (rc1, said1) = _two_nodes(tmp_path, "ddp", "churn", fault="frozen:fast")
+    assert rc0 == 1 and "parity FAILED for ddp/churn" in said0, said0
+    assert rc1 == 0 and "node 0 writes the report" in said1, said1
+    entry = comparison_of(tmp_path / "node0", "ddp")["workloads"]["churn"]
+    assert not entry["parity"]["ok"]
+    for variant in ("slow", "fast"):
+        d = entry[variant]["extra"]["ddp"]
+        assert d["world_size"] == 2 and d["distinct_digests"] == 1  # the two nodes' ranks ended identical
+        assert [r["node"] for r in d["ranks"]] == [0, 1]
+    _named_both_nodes(tmp_path, "ddp")
 
 
 def test_a_node_that_never_joins_ends_the_run_with_the_endpoint_named(tmp_path):

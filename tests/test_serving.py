@@ -83,16 +83,16 @@ def test_the_server_refuses_bad_requests_sheds_overload_and_drains_on_ctrl_c(tmp
         assert stats["reasons_422"] == {"not JSON": 1, "wrong feature count": 1, "not finite": 1, "not a number": 1}
 
         # the drain: requests in flight when Ctrl-C comes are still answered
-        async def interrupted():
-            task = asyncio.ensure_future(_concurrently(url, 3))
+        async def interrupted():  # two: both fit the queue, however late the model thread takes the first
+            task = asyncio.ensure_future(_concurrently(url, 2))
             await asyncio.sleep(0.15)
             proc.send_signal(signal.SIGINT)
             return await task
         answers = asyncio.run(interrupted())
-        assert [getattr(r, "status_code", None) for r in answers] == [200, 200, 200]
+        assert [getattr(r, "status_code", None) for r in answers] == [200, 200]
         assert proc.wait(timeout=60) == 0
         done = json.loads(summary.read_text())
-        assert done["in_flight_at_signal"] == 3 and done["answered_after_signal"] == 3
+        assert done["in_flight_at_signal"] == 2 and done["answered_after_signal"] == 2
     finally:
         proc.kill()
 
