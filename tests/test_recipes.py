@@ -186,7 +186,7 @@ def test_compile_pairs_pass_parity(smoke_run):
 def test_a_planted_compiled_twin_whose_steps_update_nothing_fails_parity(tmp_path):
     """tests/test_parity.py's planted frozen twin, for compile: in the smoke run's worker, so that one
     of the two compiles ResNet-18 and the other finds Inductor's cache."""
-    from test_parity import frozen_fails
+    from test_frozen import frozen_fails
 
     frozen_fails(tmp_path, "compile", "resnet18")
 
