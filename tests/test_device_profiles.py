@@ -395,16 +395,19 @@ def test_a_loss_scale_that_never_settles_fails_parity(skipped):
     assert not par.ok and "never settles" in parity_failure(par)
 
 
-@pytest.mark.recipe("amp-t4")
-def test_the_amp_pairs_as_a_t4_runs_them_fp16_with_a_grad_scaler(tmp_path):
+@pytest.mark.parametrize("workload, sizes", [("churn", ()), ("resnet18", ("--image-size", "32", "--batch-size", "2"))])
+def test_the_amp_pairs_as_a_t4_runs_them_fp16_with_a_grad_scaler(tmp_path, workload, sizes):
     """The branch the seeds' GPU takes, which no bf16 machine runs: fp16 autocast, GradScaler (its inf
-    check a host sync per step), its first updates skipped while the scale calibrates, parity kept."""
+    check a host sync per step), its first updates skipped while the scale calibrates, parity kept.
+    ResNet-18 at its smallest: a CPU has no fast fp16 convolution (7 s a step at the smoke size)."""
     proc = run_module("common.runners.compare", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
-                      "--reports-dir", str(tmp_path), env={"COOKBOOK_DEVICE_PROFILE": "T4"})
+                      "--workloads", workload, "--reports-dir", str(tmp_path), *(("--", *sizes) if sizes else ()),
+                      env={"COOKBOOK_DEVICE_PROFILE": "T4"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     import json
 
     comparison = json.loads((tmp_path / "results" / "amp" / "comparison.json").read_text())
+    assert list(comparison["workloads"]) == [workload]
     for pair, entry in comparison["workloads"].items():
         fast = entry["fast"]
         assert entry["parity"]["ok"], (pair, entry["parity"])
