@@ -121,8 +121,11 @@ def test_bad_input_is_one_line(tmp_path):
 def test_ctrl_c_stops_the_script_and_writes_no_report(tmp_path):
     cmd = [sys.executable, "-m", "common.runners.doctor", str(PLAIN / "loader_bound.py"), "--reports-dir",
            str(tmp_path), "--steps", "2000", "--time", "600"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    # as a terminal's foreground job has it: SIGINT not ignored (a shell's background job inherits it
+    # ignored, and the whole run would go on), the child a plain process in the group (no zygote)
+    plain = {k: v for k, v in os.environ.items() if k != "COOKBOOK_ZYGOTE"}
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=plain,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in proc.stdout:  # wait for the timed steps to begin
         if "timing" in line:
             break
