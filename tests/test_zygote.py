@@ -39,3 +39,49 @@ def test_a_child_its_runner_stops_ends_without_a_status(tmp_path):
     proc.kill()
     assert proc.wait(timeout=30) < 0
     log.close()
+
+
+def stand_in(tmp_path, name, code):
+    """common.measure.zygote_client as torchrun starts a rank: its child forked from the zygote."""
+    import subprocess
+    import sys
+
+    if not os.environ.get("COOKBOOK_ZYGOTE"):
+        pytest.skip("the suite runs without its zygote (COOKBOOK_ZYGOTE=0)")
+    (tmp_path / f"{name}.py").write_text(code)
+    return subprocess.Popen([sys.executable, "-m", "common.measure.zygote_client", name, "--flag", "x"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, RANK="1", PYTHONPATH=str(launch.env.REPO_ROOT)))
+
+
+def test_a_torchrun_rank_forked_through_its_stand_in_has_its_env_output_and_status(tmp_path):
+    proc = stand_in(tmp_path, "rank", "import os, sys\nprint(__name__, sys.argv[1:], os.environ['RANK'], os.getpid())\n"
+                                      "sys.exit(5)\n")
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 5
+    name, argv, rank, pid = out.split(" ", 1)[0], out.split("[")[1].split("]")[0], *out.split()[-2:]
+    assert (name, argv, rank) == ("__main__", "'--flag', 'x'", "1") and int(pid) != proc.pid
+
+
+def test_a_stand_in_passes_sigterm_on_and_its_child_dies_with_it(tmp_path):
+    import signal
+
+    code = ("import os, signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: (print('terminated'), "
+            "sys.exit(7)))\nprint(os.getpid(), flush=True)\ntime.sleep(60)\n")
+    proc = stand_in(tmp_path, "waits", code)
+    int(proc.stdout.readline())
+    proc.send_signal(signal.SIGTERM)  # what torchrun sends its ranks when one fails
+    assert proc.wait(timeout=30) == 7 and "terminated" in proc.stdout.read()
+
+    proc = stand_in(tmp_path, "waits", code)
+    child = int(proc.stdout.readline())
+    proc.kill()  # no signal to pass on: the child notices its stand-in is gone
+    proc.wait(timeout=30)
+    for _ in range(100):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the rank {child} outlived its killed stand-in")

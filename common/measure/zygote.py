@@ -7,7 +7,8 @@ dynamo's imports cost on a CPU (the suite starts a few hundred children).
 A forked child is still a process of its own: its own pid, memory, log, cores, working folder and
 environment, running its module as `python -m` would (its argv, `__main__`, the exception hook it
 installs, its exit status). The runners use it only where COOKBOOK_ZYGOTE names the socket
-(launch.child; tests/conftest.py sets it), and never for torchrun or a tool that wraps python.
+(launch.child; tests/conftest.py sets it), never for a tool that wraps python; torchrun's ranks are
+forked through a stand-in that torchrun starts (common.measure.zygote_client).
 
 Protocol (AF_UNIX, SOCK_SEQPACKET): the runner sends one JSON message {module, argv, cwd, env, cpus}
 with the file descriptor the child writes its output to; the child answers its pid, and its exit
@@ -26,6 +27,7 @@ import runpy
 import signal
 import socket
 import sys
+import threading
 import traceback
 
 # what the recipe scripts, the baselines and the doctor's child import (never a module run as
@@ -76,6 +78,8 @@ def _child(conn: socket.socket) -> None:
             import torch
 
             torch.set_num_threads(int(threads))
+        if request.get("tied"):  # a torchrun rank's stand-in (zygote_client): this child ends with it
+            threading.Thread(target=_end_with, args=(conn,), daemon=True).start()
         os.dup2(fds[0], 1)
         os.dup2(fds[0], 2)
         os.close(fds[0])
@@ -94,6 +98,14 @@ def _child(conn: socket.socket) -> None:
             conn.send(str(code).encode())
         finally:
             os._exit(code)
+
+
+def _end_with(conn: socket.socket) -> None:
+    """The stand-in closed its end (it was killed, or it has the status already): stop at once, as a
+    rank whose process torchrun killed would."""
+    with contextlib.suppress(OSError):
+        conn.recv(1)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _run(module: str) -> int:

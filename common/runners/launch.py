@@ -293,7 +293,10 @@ def _start(cmd, target, under, cwd: Path, child_env: dict, cpus, log, session: b
     the test suite runs a zygote (env.ZYGOTE_ENV), forked from it: the same program, without the
     seconds of torch's import."""
     zygote = os.environ.get(env.ZYGOTE_ENV)
-    if zygote and not under and target[0] == "-m" and target[1] != "torch.distributed.run":
+    if zygote and not under and target[:2] == ["-m", "torch.distributed.run"]:
+        at = cmd.index("-m", 3) + 1  # torchrun's own -m: the ranks' module, each rank forked through a stand-in
+        cmd = [*cmd[:at], "common.measure.zygote_client", *cmd[at:]]
+    elif zygote and not under and target[0] == "-m":
         try:
             return Forked(zygote, target[1], cmd[3:], cwd, child_env, cpus, log)
         except OSError:

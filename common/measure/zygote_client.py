@@ -1,0 +1,41 @@
+"""For the test suite: a torchrun rank forked from the zygote (common.measure.zygote) instead of
+started cold, so that each rank of the suite's few dozen launches skips torch's import.
+
+    torchrun ... -m common.measure.zygote_client MODULE ARGS...     # (launch._start writes this)
+
+This process stands in for the rank where torchrun watches it: it asks the zygote for a child
+running MODULE with this process's argv, folder, environment (RANK, WORLD_SIZE, ...), cores and
+output, passes on the signals torchrun sends, and exits with the child's status. The child is tied
+to it: if this process dies, so does the child. Only the standard library: it must start at once."""
+import json
+import os
+import signal
+import socket
+import sys
+
+ZYGOTE_ENV = "COOKBOOK_ZYGOTE"  # common.env.ZYGOTE_ENV (not imported: it would cost this process a start)
+
+
+def main() -> int:
+    module, argv = sys.argv[1], sys.argv[2:]
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.connect(os.environ[ZYGOTE_ENV])
+    request = {"module": module, "argv": argv, "cwd": os.getcwd(), "env": dict(os.environ),
+               "cpus": sorted(os.sched_getaffinity(0)), "tied": True}
+    socket.send_fds(sock, [json.dumps(request).encode()], [1])
+    pid = int(sock.recv(64))
+
+    def forward(sig, _frame):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    said = sock.recv(64)  # the child's status; nothing if it was killed
+    return int(said) if said else 128 + signal.SIGKILL
+
+
+if __name__ == "__main__":
+    sys.exit(main())
