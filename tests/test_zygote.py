@@ -1,6 +1,9 @@
 """The suite's zygote (common.measure.zygote): a child forked from it ends as a python process would,
 its status, its output and its exception hook included, and it stops when its runner stops it."""
 import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -43,9 +46,6 @@ def test_a_child_its_runner_stops_ends_without_a_status(tmp_path):
 
 def stand_in(tmp_path, name, code):
     """common.measure.zygote_client as torchrun starts a rank: its child forked from the zygote."""
-    import subprocess
-    import sys
-
     if not os.environ.get("COOKBOOK_ZYGOTE"):
         pytest.skip("the suite runs without its zygote (COOKBOOK_ZYGOTE=0)")
     (tmp_path / f"{name}.py").write_text(code)
@@ -55,17 +55,15 @@ def stand_in(tmp_path, name, code):
 
 
 def test_a_torchrun_rank_forked_through_its_stand_in_has_its_env_output_and_status(tmp_path):
-    proc = stand_in(tmp_path, "rank", "import os, sys\nprint(__name__, sys.argv[1:], os.environ['RANK'], os.getpid())\n"
-                                      "sys.exit(5)\n")
+    proc = stand_in(tmp_path, "rank", "import os, sys\nprint(__name__, sys.argv[1:], os.environ['RANK'], os.getpid(), "
+                                      "sep='|')\nsys.exit(5)\n")
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 5
-    name, argv, rank, pid = out.split(" ", 1)[0], out.split("[")[1].split("]")[0], *out.split()[-2:]
-    assert (name, argv, rank) == ("__main__", "'--flag', 'x'", "1") and int(pid) != proc.pid
+    name, argv, rank, pid = out.strip().split("|")
+    assert (name, argv, rank) == ("__main__", "['--flag', 'x']", "1") and int(pid) != proc.pid
 
 
 def test_a_stand_in_passes_sigterm_on_and_its_child_dies_with_it(tmp_path):
-    import signal
-
     code = ("import os, signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: (print('terminated'), "
             "sys.exit(7)))\nprint(os.getpid(), flush=True)\ntime.sleep(60)\n")
     proc = stand_in(tmp_path, "waits", code)

@@ -6,14 +6,15 @@ started cold, so that each rank of the suite's few dozen launches skips torch's 
 This process stands in for the rank where torchrun watches it: it asks the zygote for a child
 running MODULE with this process's argv, folder, environment (RANK, WORLD_SIZE, ...), cores and
 output, passes on the signals torchrun sends, and exits with the child's status. The child is tied
-to it: if this process dies, so does the child. Only the standard library: it must start at once."""
+to it: if this process dies, so does the child. No torch here (common.env is the standard library
+only): it must start at once."""
 import json
 import os
 import signal
 import socket
 import sys
 
-ZYGOTE_ENV = "COOKBOOK_ZYGOTE"  # common.env.ZYGOTE_ENV (not imported: it would cost this process a start)
+from common.env import ZYGOTE_ENV
 
 
 def main() -> int:
