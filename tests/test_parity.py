@@ -9,15 +9,13 @@ They run through the real harness at the batch sizes the CPU runs use (the smoke
 sweep's smoke points); the churn MLP also at the GPU's batch sizes, which a CPU runs too."""
 import json
 import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from common import catalog
 from common.analysis.aggregate import early_tolerance, parity, parity_failure
-from common.analysis.results import RunResult, read_result
+from common.runners import launch
 
 from conftest import NEEDS_CXX, REPO
 
@@ -48,12 +46,16 @@ def test_the_archived_h100_amp_twins_pass_at_their_batch_sizes():
 
 
 def _run(script, workload, batch, out, longer=False):
-    cmd = [sys.executable, str(script), "--device", "cpu", "--smoke", "--data", "synthetic", "--profile-steps", "0",
-           "--batch-size", str(batch), "--out", str(out), *(["--steps", str(MORE_STEPS[workload])] if longer else [])]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return read_result(out, RunResult, "pytest")
+    """The script as the runners start it (launch.child: forked from the suite's zygote where it runs)."""
+    flags = ["--device", "cpu", "--smoke", "--data", "synthetic", "--profile-steps", "0", "--batch-size", str(batch),
+             *(["--steps", str(MORE_STEPS[workload])] if longer else [])]
+    # a recipe's script by its module name; a broken twin by its file's, from its own folder
+    module, cwd = ((f"recipes.amp.{script.stem}", REPO) if script.parent == catalog.RECIPES_DIR / "amp"
+                   else (script.stem, script.parent))
+    # two at a time (the fixture's pool): one thread each, whether or not pytest runs on workers
+    outcome = launch.child(["-m", module], flags, out, cwd=cwd, timeout=300, extra_env={"OMP_NUM_THREADS": "1"})
+    assert outcome.kind == "ok", "\n".join(outcome.tail)
+    return outcome.result
 
 
 @pytest.fixture(scope="module")
