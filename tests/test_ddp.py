@@ -30,17 +30,30 @@ def test_no_sync_cuts_the_all_reduces_k_fold_and_the_ranks_stay_identical(smoke_
             "communication overlapped with computation (HTA): HTA reads GPU traces") in md
 
 
-def _linear(*launcher):
-    proc = subprocess.run([sys.executable, *launcher, str(REPO / "tests" / "planted" / "ddp_linear.py")], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+def _planted(name, ranks=2):
+    """tests/planted/<name>.py alone, or on `ranks` gloo ranks under torchrun; where the suite runs its
+    zygote, each rank forked from it through the stand-in, as launch._start starts the runners' ranks."""
+    script = [str(REPO / "tests" / "planted" / f"{name}.py")]
+    if not ranks:
+        return subprocess.run([sys.executable, *script], cwd=REPO, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    if os.environ.get("COOKBOOK_ZYGOTE"):
+        script = ["-m", "common.measure.zygote_client", f"tests.planted.{name}"]
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                           str(ranks), *script], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def _linear(ranks):
+    proc = _planted("ddp_linear", ranks)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     found = [json.loads(m) for m in re.findall(r"RESULT (\{[^{}]*\})", proc.stdout)]  # ranks' lines may interleave
     return sorted(found, key=lambda r: r["rank"])
 
 
 def test_two_ranks_equal_one_process_over_the_same_global_batch():
-    ranks = _linear("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2")
-    (single,) = _linear()
+    ranks = _linear(2)
+    (single,) = _linear(0)
     assert len(ranks) == 2 and ranks[0]["digest"] == ranks[1]["digest"]  # identical across ranks, bit for bit
     assert all(r["allreduces"] == 5 for r in ranks)  # one per step: the K-1 others under no_sync
     for a, b in zip(ranks[0]["fingerprint"], single["fingerprint"]):
@@ -112,9 +125,7 @@ def test_the_counting_hook_costs_little_against_ddps_own_all_reduce():
     the end, and the counted step
     within a quarter of the uncounted one (about 1% apart on 2 CPU cores, where the hook's own time,
     the all-reduce's launch included, is about 8% of a step: the launch is most of it)."""
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           str(REPO / "tests" / "planted" / "ddp_hook_cost.py")], cwd=REPO, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = _planted("ddp_hook_cost")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (found,) = [json.loads(m) for m in re.findall(r"RESULT (\{[^{}]*\})", proc.stdout)]
     assert found["same_parameters"] and found["calls_per_step"] >= 1
@@ -125,9 +136,7 @@ def test_the_counting_hook_costs_little_against_ddps_own_all_reduce():
 def test_fsdp_shards_on_the_runs_own_device_where_a_gpu_machine_runs_cpu_ranks():
     """More ranks than GPUs: the ranks run on the CPU with gloo, while torch's accelerator says CUDA;
     fully_shard left to choose its mesh took CUDA there and failed ("Found no NVIDIA driver" here)."""
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           str(REPO / "tests" / "planted" / "fsdp_mesh.py")], cwd=REPO, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = _planted("fsdp_mesh")
     assert proc.returncode == 0 and "RESULT ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 

@@ -40,6 +40,11 @@ PRELOAD = ("numpy", "torch", "torch._dynamo", "torch.profiler", "torch.utils.flo
 def serve(path: str) -> None:
     for name in PRELOAD:
         importlib.import_module(name)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server.bind(path)
+    server.listen(64)
+    print("ready", flush=True)  # the first requests wait in the backlog while the warm-up ends
+    warm_inductor()
     # the imports' garbage freed and given back to the system, the rest frozen out of the collector: a
     # child then writes fresh pages rather than copying the zygote's (copy-on-write) as it allocates
     gc.collect()
@@ -47,16 +52,22 @@ def serve(path: str) -> None:
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children: no zombies
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    server.bind(path)
-    server.listen(64)
-    print("ready", flush=True)
     while True:
         conn, _ = server.accept()
         if os.fork() == 0:
             server.close()
             _child(conn)  # never returns
         conn.close()
+
+
+def warm_inductor() -> None:
+    """Inductor's C++ backend asks once per process which vector instruction sets the compiler can
+    build, by loading a test library in a fresh Python (which imports torch) per set: about 9 s of CPU
+    for each child that compiles (torch/_inductor/cpu_vec_isa.py, valid_vec_isa_list). Asked here,
+    before SIGCHLD is ignored (the probes' exit statuses must be read), the answer is inherited."""
+    from torch._inductor import cpu_vec_isa
+
+    cpu_vec_isa.pick_vec_isa()
 
 
 def _child(conn: socket.socket) -> None:

@@ -277,6 +277,22 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
     return Outcome("failed", None, seconds, log, proc.returncode, tail)
 
 
+def process(target: list[str], argv: list[str], log, extra_env=None):
+    """A child that is not a measured run (a server, a build step): `python <target> <argv>` from the
+    repository's root, leading its own session (a terminal's Ctrl-C reaches the runner alone), its
+    output into `log` (None: a pipe in .stdout), forked from the suite's zygote where there is one.
+    End it with end()."""
+    child_env = {**os.environ, **(extra_env or {}), "PYTHONPATH": str(env.REPO_ROOT)}
+    return _start([sys.executable, *target, *argv], target, (), env.REPO_ROOT, child_env, None, log, session=True)
+
+
+def end(proc) -> int:
+    """Kill a child process() started, and whatever it started in its session; its status."""
+    if proc.poll() is None:
+        _signal(proc, signal.SIGKILL, isinstance(proc, subprocess.Popen))
+    return proc.wait()
+
+
 def _signal(proc, sig, group: bool) -> None:
     """The child (and, where it leads its own session, everything in its process group)."""
     try:
@@ -326,6 +342,11 @@ class Forked:
         self.pid = int(self.sock.recv(64))
 
     def poll(self):
+        if self.returncode is None:
+            try:
+                self.wait(timeout=0.001)
+            except subprocess.TimeoutExpired:
+                pass  # still running
         return self.returncode
 
     def wait(self, timeout=None):

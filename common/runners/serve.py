@@ -143,17 +143,14 @@ class Twin:
         self.url = f"http://127.0.0.1:{self.port}"
         self.summary = plan.results_dir / f"{pair}_{variant}_r{round_no}.summary.json"
         self.log_path = plan.results_dir / f"{pair}_{variant}_r{round_no}.log"
-        script = catalog.script(plan.recipe, pair, variant)
-        cmd = [sys.executable, str(script), "--port", str(self.port), "--device", plan.device,
-               "--summary", str(self.summary), "--variant", variant]
-        cmd += launch.data_flags(plan.data, [catalog.workload_of(pair)])[catalog.workload_of(pair)]
+        argv = ["--port", str(self.port), "--device", plan.device, "--summary", str(self.summary), "--variant", variant]
+        argv += launch.data_flags(plan.data, [catalog.workload_of(pair)])[catalog.workload_of(pair)]
         if trace is not None:
-            cmd += ["--trace", str(trace)]
+            argv += ["--trace", str(trace)]
         self.log = open(self.log_path, "w")
-        child_env = {**os.environ, "PYTHONPATH": str(env.REPO_ROOT), env.RUN_ENV: f"{variant}:{round_no}"}
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(cmd, cwd=env.REPO_ROOT, stdout=self.log, stderr=subprocess.STDOUT, env=child_env,
-                                     start_new_session=True)
+        self.proc = launch.process(["-m", module(plan, pair, variant)], argv, self.log,
+                                   {env.RUN_ENV: f"{variant}:{round_no}"})
 
     def wait_ready(self, body: bytes) -> float:
         """Seconds from the process's start to its first answer."""
@@ -178,11 +175,13 @@ class Twin:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        rc = self.proc.wait()
+        rc = launch.end(self.proc)
         self.log.close()
         return rc
+
+
+def module(plan: Plan, pair: str, variant: str) -> str:
+    return f"recipes.{plan.recipe}.{pair}_{variant}"
 
 
 MALFORMED = {  # kind -> a body the server must refuse with a 422 and a one-line reason
@@ -312,13 +311,13 @@ def serve_all(plan: Plan) -> dict:
     for pair in plan.pairs:
         for variant in ("slow", "fast"):  # what a twin builds ahead of time, outside every timing
             t0 = time.perf_counter()
-            script = catalog.script(plan.recipe, pair, variant)
-            prep = subprocess.run([sys.executable, str(script), "--port", "0", "--device", plan.device, "--prepare"]
-                                  + (["--data", data_arg] if data_arg else []), cwd=env.REPO_ROOT,
-                                  capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(env.REPO_ROOT)})
-            if prep.returncode:
+            prep = launch.process(["-m", module(plan, pair, variant)], ["--port", "0", "--device", plan.device,
+                                  "--prepare"] + (["--data", data_arg] if data_arg else []), None)
+            said = prep.stdout.read()
+            prep.stdout.close()
+            if prep.wait():
                 raise CookbookError(f"{pair} {variant}: preparing failed (exit {prep.returncode}):\n"
-                                    + "\n".join(prep.stderr.splitlines()[-15:]))
+                                    + "\n".join(said.splitlines()[-15:]))
             out.setdefault(pair, {}).setdefault("prepare_s", {})[variant] = time.perf_counter() - t0
         runs = {"slow": [], "fast": []}
         for r in range(1, plan.rounds + 1):
