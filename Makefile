@@ -107,10 +107,13 @@ nsys-%: $(SETUP) ## run a recipe's pairs under Nsight Systems with NVTX ranges (
 tensorboard: $(SETUP) ## serve reports/traces on http://127.0.0.1:6006 (HOST=, PORT= to change)
 	$(PY) -m common.render.tensorboard --host $(HOST) --port $(PORT)
 
+# the files that hold timing tests (marked alone): the second run collects these only
+ALONE_FILES = $(shell grep -l "mark.alone" tests/test_*.py)
+
 test: $(SETUP) ## lint (ruff), then the CPU test suite on every core, then the timing tests alone, as CI runs it
 	@$(TIMED) $(PY) -m ruff check . && \
 	$(PY) -m pytest -q -n auto --dist loadgroup -m "not alone" --durations=15 && \
-	$(PY) -m pytest -q -m alone --durations=5
+	$(PY) -m pytest -q -m alone --durations=5 $(ALONE_FILES)
 
 clean: ## delete generated results and traces (committed reports stay)
 	rm -rf reports/results reports/traces
