@@ -310,14 +310,13 @@ def _start(cmd, target, under, cwd: Path, child_env: dict, cpus, log, session: b
     seconds of torch's import."""
     zygote = os.environ.get(env.ZYGOTE_ENV)
     if zygote and not under and target[0] == "-m":
-        if target[1] == "torch.distributed.run":  # torchrun itself plain; each rank forked through a stand-in
+        if target[1] == "torch.distributed.run":  # torchrun forked too; each rank through a stand-in it starts
             at = cmd.index("-m", 3) + 1  # torchrun's own -m: the ranks' module
             cmd = [*cmd[:at], "common.measure.zygote_client", *cmd[at:]]
-        else:
-            try:
-                return Forked(zygote, target[1], cmd[3:], cwd, child_env, cpus, log)
-            except OSError:
-                pass  # the zygote is gone: a plain process does the same
+        try:
+            return Forked(zygote, target[1], cmd[3:], cwd, child_env, cpus, log)
+        except OSError:
+            pass  # the zygote is gone: a plain process does the same
     return subprocess.Popen(cmd, cwd=cwd, stdout=log if log is not None else subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=child_env, preexec_fn=_pin(cpus),
                             start_new_session=session)
