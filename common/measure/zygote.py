@@ -8,7 +8,7 @@ A forked child is still a process of its own: its own pid, memory, log, cores, w
 environment, running its module as `python -m` would (its argv, `__main__`, the exception hook it
 installs, its exit status). The runners use it only where COOKBOOK_ZYGOTE names the socket
 (launch.child and launch.process; tests/conftest.py sets it), never for a tool that wraps python;
-torchrun's ranks are forked through a stand-in that torchrun starts (common.measure.zygote_client).
+torchrun and its ranks are forked, each rank through a stand-in that torchrun starts (common.measure.zygote_client).
 
 Protocol (AF_UNIX, SOCK_SEQPACKET): the runner sends one JSON message {module, argv, cwd, env, cpus}
 with the file descriptor the child writes its output to; the child answers its pid, and its exit
