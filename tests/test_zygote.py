@@ -58,6 +58,16 @@ def test_a_forked_child_inherits_inductors_answer_on_the_vector_instruction_sets
     assert (tmp_path / "isa.log").read_text() == "1\n"
 
 
+def test_a_forked_child_can_still_start_cuda(tmp_path):
+    """Nothing the zygote did before forking initialized the CUDA driver (its warm-up included): a
+    driver initialized there makes every child's CUDA fail with "Cannot re-initialize CUDA in forked
+    subprocess" on a GPU machine. The same flag is set on a CPU-only machine, so this runs anywhere."""
+    proc, log = forked(tmp_path, "cuda", "import torch\nprint(torch._C._cuda_isInBadFork())\n")
+    assert proc.wait(timeout=30) == 0
+    log.close()
+    assert (tmp_path / "cuda.log").read_text() == "False\n"
+
+
 def stand_in(tmp_path, name, code):
     """common.measure.zygote_client as torchrun starts a rank: its child forked from the zygote."""
     if not os.environ.get("COOKBOOK_ZYGOTE"):

@@ -40,11 +40,7 @@ PRELOAD = ("numpy", "torch", "torch._dynamo", "torch.profiler", "torch.utils.flo
 def serve(path: str) -> None:
     for name in PRELOAD:
         importlib.import_module(name)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    server.bind(path)
-    server.listen(64)
-    print("ready", flush=True)  # the first requests wait in the backlog while the warm-up ends
-    warm_inductor()
+    warm_inductor()  # before "ready": no child's budget waits for it
     # the imports' garbage freed and given back to the system, the rest frozen out of the collector: a
     # child then writes fresh pages rather than copying the zygote's (copy-on-write) as it allocates
     gc.collect()
@@ -52,6 +48,10 @@ def serve(path: str) -> None:
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children: no zombies
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server.bind(path)
+    server.listen(64)
+    print("ready", flush=True)
     while True:
         conn, _ = server.accept()
         if os.fork() == 0:
@@ -64,7 +64,16 @@ def warm_inductor() -> None:
     """Inductor's C++ backend asks once per process which vector instruction sets the compiler can
     build, by loading a test library in a fresh Python (which imports torch) per set: about 9 s of CPU
     for each child that compiles (torch/_inductor/cpu_vec_isa.py, valid_vec_isa_list). Asked here,
-    before SIGCHLD is ignored (the probes' exit statuses must be read), the answer is inherited."""
+    before SIGCHLD is ignored (the probes' exit statuses must be read), the answer is inherited.
+    The probes import torch.utils.cpp_extension, whose import asks torch.cuda.is_available() only to
+    decide a warning; asking would initialize the CUDA driver here, and every forked child's CUDA would
+    then fail ("Cannot re-initialize CUDA in forked subprocess"), so the import is answered "no"."""
+    from unittest import mock
+
+    import torch
+
+    with mock.patch.object(torch.cuda, "is_available", lambda: False):
+        import torch.utils.cpp_extension  # noqa: F401
     from torch._inductor import cpu_vec_isa
 
     cpu_vec_isa.pick_vec_isa()

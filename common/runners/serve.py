@@ -313,9 +313,13 @@ def serve_all(plan: Plan) -> dict:
             t0 = time.perf_counter()
             prep = launch.process(["-m", module(plan, pair, variant)], ["--port", "0", "--device", plan.device,
                                   "--prepare"] + (["--data", data_arg] if data_arg else []), None)
-            said = prep.stdout.read()
-            prep.stdout.close()
-            if prep.wait():
+            try:
+                said = prep.stdout.read()
+                prep.wait()
+            finally:  # Ctrl-C during the build: the build stops too
+                prep.stdout.close()
+                launch.end(prep)
+            if prep.returncode:
                 raise CookbookError(f"{pair} {variant}: preparing failed (exit {prep.returncode}):\n"
                                     + "\n".join(said.splitlines()[-15:]))
             out.setdefault(pair, {}).setdefault("prepare_s", {})[variant] = time.perf_counter() - t0
