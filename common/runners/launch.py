@@ -235,8 +235,7 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
     out = Path(out)
     log = out.with_suffix(".log")
     cmd = [*under, sys.executable, *target, "--out", str(out), *flags]
-    child_env = {**os.environ, **(extra_env or {}), "PYTHONUNBUFFERED": "1",
-                 "PYTHONPATH": os.pathsep.join(p for p in (str(env.REPO_ROOT), os.environ.get("PYTHONPATH")) if p)}
+    child_env = {**os.environ, **(extra_env or {}), "PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath()}
     t0 = time.perf_counter()
     cut = False
     with open(log, "w") as f:
@@ -282,8 +281,13 @@ def process(target: list[str], argv: list[str], log, extra_env=None):
     repository's root, leading its own session (a terminal's Ctrl-C reaches the runner alone), its
     output into `log` (None: a pipe in .stdout), forked from the suite's zygote where there is one.
     End it with end()."""
-    child_env = {**os.environ, **(extra_env or {}), "PYTHONPATH": str(env.REPO_ROOT)}
+    child_env = {**os.environ, **(extra_env or {}), "PYTHONPATH": _pythonpath()}
     return _start([sys.executable, *target, *argv], target, (), env.REPO_ROOT, child_env, None, log, session=True)
+
+
+def _pythonpath() -> str:
+    """The repository first, then what the caller's PYTHONPATH holds (packages carried to a GPU image)."""
+    return os.pathsep.join(p for p in (str(env.REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
 
 
 def end(proc) -> int:
