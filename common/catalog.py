@@ -69,6 +69,11 @@ def script(recipe: str, workload: str, variant: str) -> Path:
     return RECIPES_DIR / recipe / f"{workload}_{variant}.py"
 
 
+def module(recipe: str, workload: str, variant: str) -> str:
+    """The same script as `python -m` runs it."""
+    return f"recipes.{recipe}.{workload}_{variant}"
+
+
 def settings(recipe: str):
     return importlib.import_module(f"recipes.{recipe}")
 

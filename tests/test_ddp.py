@@ -34,14 +34,11 @@ def _planted(name, ranks=2):
     """tests/planted/<name>.py alone, or on `ranks` gloo ranks under torchrun; where the suite runs its
     zygote, each rank forked from it through the stand-in, as launch._start starts the runners' ranks."""
     script = [str(REPO / "tests" / "planted" / f"{name}.py")]
-    if not ranks:
-        return subprocess.run([sys.executable, *script], cwd=REPO, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
-    if os.environ.get("COOKBOOK_ZYGOTE"):
+    if ranks and os.environ.get("COOKBOOK_ZYGOTE"):
         script = ["-m", "common.measure.zygote_client", f"tests.planted.{name}"]
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                           str(ranks), *script], cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks)] if ranks else []
+    return subprocess.run([sys.executable, *launcher, *script], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def _linear(ranks):

@@ -20,6 +20,14 @@ def forked(tmp_path, name, code):
                          None, log), log
 
 
+def said(tmp_path, name, code):
+    """A forked child's exit status and output, once it has ended."""
+    proc, log = forked(tmp_path, name, code)
+    status = proc.wait(timeout=30)
+    log.close()
+    return status, (tmp_path / f"{name}.log").read_text()
+
+
 def test_a_forked_child_runs_its_module_as_main_with_its_argv_env_and_folder(tmp_path):
     proc, log = forked(tmp_path, "says", "import os, sys\nprint(__name__, sys.argv[1:], os.environ['MINE'], "
                                          "os.getcwd() == os.path.dirname(__file__))\nsys.exit(3)\n")
@@ -33,11 +41,8 @@ def test_a_forked_child_runs_its_module_as_main_with_its_argv_env_and_folder(tmp
 
 
 def test_an_uncaught_error_goes_through_the_exception_hook_the_child_set(tmp_path):
-    proc, log = forked(tmp_path, "hooked", "import sys\nsys.excepthook = lambda *a: (print('one line'), "
-                                           "sys.exit(2))\nraise ValueError('x')\n")
-    assert proc.wait(timeout=30) == 2
-    log.close()
-    assert (tmp_path / "hooked.log").read_text() == "one line\n"
+    assert said(tmp_path, "hooked", "import sys\nsys.excepthook = lambda *a: (print('one line'), "
+                                    "sys.exit(2))\nraise ValueError('x')\n") == (2, "one line\n")
 
 
 def test_a_child_its_runner_stops_ends_without_a_status(tmp_path):
@@ -51,21 +56,15 @@ def test_a_child_its_runner_stops_ends_without_a_status(tmp_path):
 
 def test_a_forked_child_inherits_inductors_answer_on_the_vector_instruction_sets(tmp_path):
     """The probe costs ~9 s of CPU per process that compiles on a CPU: the zygote asks once."""
-    proc, log = forked(tmp_path, "isa", "from torch._inductor import cpu_vec_isa\n"
-                                        "print(cpu_vec_isa.valid_vec_isa_list.cache_info().currsize)\n")
-    assert proc.wait(timeout=30) == 0
-    log.close()
-    assert (tmp_path / "isa.log").read_text() == "1\n"
+    assert said(tmp_path, "isa", "from torch._inductor import cpu_vec_isa\n"
+                                 "print(cpu_vec_isa.valid_vec_isa_list.cache_info().currsize)\n") == (0, "1\n")
 
 
 def test_a_forked_child_can_still_start_cuda(tmp_path):
     """Nothing the zygote did before forking initialized the CUDA driver (its warm-up included): a
     driver initialized there makes every child's CUDA fail with "Cannot re-initialize CUDA in forked
     subprocess" on a GPU machine. The same flag is set on a CPU-only machine, so this runs anywhere."""
-    proc, log = forked(tmp_path, "cuda", "import torch\nprint(torch._C._cuda_isInBadFork())\n")
-    assert proc.wait(timeout=30) == 0
-    log.close()
-    assert (tmp_path / "cuda.log").read_text() == "False\n"
+    assert said(tmp_path, "cuda", "import torch\nprint(torch._C._cuda_isInBadFork())\n") == (0, "False\n")
 
 
 def stand_in(tmp_path, name, code):

@@ -149,7 +149,7 @@ class Twin:
             argv += ["--trace", str(trace)]
         self.log = open(self.log_path, "w")
         self.started = time.perf_counter()
-        self.proc = launch.process(["-m", module(plan, pair, variant)], argv, self.log,
+        self.proc = launch.process(["-m", catalog.module(plan.recipe, pair, variant)], argv, self.log,
                                    {env.RUN_ENV: f"{variant}:{round_no}"})
 
     def wait_ready(self, body: bytes) -> float:
@@ -178,10 +178,6 @@ class Twin:
         rc = launch.end(self.proc)
         self.log.close()
         return rc
-
-
-def module(plan: Plan, pair: str, variant: str) -> str:
-    return f"recipes.{plan.recipe}.{pair}_{variant}"
 
 
 MALFORMED = {  # kind -> a body the server must refuse with a 422 and a one-line reason
@@ -311,8 +307,8 @@ def serve_all(plan: Plan) -> dict:
     for pair in plan.pairs:
         for variant in ("slow", "fast"):  # what a twin builds ahead of time, outside every timing
             t0 = time.perf_counter()
-            prep = launch.process(["-m", module(plan, pair, variant)], ["--port", "0", "--device", plan.device,
-                                  "--prepare"] + (["--data", data_arg] if data_arg else []), None)
+            build = ["--port", "0", "--device", plan.device, "--prepare"] + (["--data", data_arg] if data_arg else [])
+            prep = launch.process(["-m", catalog.module(plan.recipe, pair, variant)], build, None)
             try:
                 said = prep.stdout.read()
                 prep.wait()
