@@ -47,7 +47,10 @@ from common.measure.nvtx import Ranges
 from common.measure.process import is_oom, process_hooks, resolve_device, writable_dir
 from common.measure.stages import MAX_STEPS, PHASES
 from common.measure.terminal import summary
+from common.measure.timeline import Timeline
 from common.measure.timing import PhaseTimer, synchronize
+
+IMPORTED_AT = time.time()  # torch and the harness imported: the timeline's "imports"
 
 PLAIN_STEPS = 10_000  # batches a plain run hands out at most (env.PLAIN_ENV)
 
@@ -157,6 +160,9 @@ class Run:
         np.random.seed(self.seed)
         torch.manual_seed(self.seed)  # seeds CUDA too: the same weights in slow and fast
         self.generator = torch.Generator(device=self.device).manual_seed(self.seed)  # data order and crops
+        self.timeline = Timeline()
+        self.timeline.mark("imports", IMPORTED_AT)
+        self.timeline.mark("setup")  # the device (a CUDA context), seeds, the output folders
 
     @property
     def steps_run(self) -> int:
@@ -168,8 +174,10 @@ class Run:
         return self._data_source
 
     def record_data_source(self, source: DataSource) -> None:
-        """Where the data came from (workloads.datasource.source): common.data's loaders say it here."""
+        """Where the data came from (workloads.datasource.source): common.data's loaders say it here,
+        once the data is read (the timeline's "data")."""
         self._data_source = source
+        self.timeline.mark("data")
 
     # --- used by the script -------------------------------------------------------------------
     @contextlib.contextmanager
@@ -217,14 +225,17 @@ class Run:
         if fault := faults.planned(self.variant, self.pair, self.workload):
             stream = faults.wrap(stream, fault, armed=lambda: self.stage == "timed steps")
         feed = self._feed = stages.Feed(stream, self._phases)
-        cfg, phases, m = self.config, self._phases, self._measured
+        cfg, phases, m, mark = self.config, self._phases, self._measured, self.timeline.mark
+        mark("model")  # what the script built before its loop: the model, its optimizer, the batches
         self.stage = "warm-up"
         warm = yield from stages.warm_up(feed, self.device, cfg.warmup, phases.ranges, sum(self._setup_s.values()))
+        mark("warm-up")
         self.stage = "learning probe"
         first = len(self._losses)
         if self._output_bytes is None:  # serving scripts learn nothing: no probe
             yield from stages.probed(feed, self.device, cfg.probe_steps, phases.ranges, self._optimizers)
         self._probe_span = (first, len(self._losses))
+        mark("probe")
         self.stage = "timed steps"
         self._monitor = GpuMonitor(self.device)
         if self._monitor.notice:
@@ -236,14 +247,16 @@ class Run:
             n = distributed.agree_max(n)
         m.timing, m.memory = yield from stages.timed(feed, self.device, n, cfg.batch_size, warm, phases, self._monitor)
         m.batch_bytes = stages.nbytes(feed.last)
+        mark("timed")
         self.stage = "profiled steps"
         memory_dir = Path(self.args.memory_dir) if self.args.memory_dir else None
         m.evidence = yield from stages.profiled(feed, self.device, cfg.profile_steps, self.trace_dir,
                                                 f"{self.pair}_{self.variant}"
                                                 + (f"_rank{self.rank}" if self.world > 1 else ""), memory_dir, phases,
-                                                self._optimizers)
+                                                self._optimizers, mark)
         self.stage = "flop count"
         m.flops = yield from stages.counted(feed, self.graph_flops)
+        mark("flop count")
         stages.shut_down(source)
 
     def _plain(self, batches):
@@ -261,7 +274,8 @@ class Run:
         return RunResult(recipe=self.recipe, workload=self.workload, pair=self.pair, variant=self.variant,
                          status=status, device=self.device.type, smoke=self.smoke, config=self.config,
                          env=stamp.take(self.device), data_source=self.data_source, notices=self.notices,
-                         total_s=time.perf_counter() - self._t_start)
+                         total_s=time.perf_counter() - self._t_start, started=self.timeline.started,
+                         timeline=self.timeline.marks)
 
     def write_oom(self, exc: BaseException) -> None:
         """Out of memory is a result: which batch size, at which stage, with the allocator's words."""
@@ -308,6 +322,7 @@ class Run:
             from common import distributed
 
             distributed.settle(result, self.device)
+        self.timeline.mark("result")  # what it wrote beside the measurements: losses, stamp, monitor
         write_result(self.out, result)
         print(summary(result, self.out))
         self.close()

@@ -435,6 +435,10 @@ class RunResult(Record):
     answers: list[list[float]] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
     oom: Oom | None = None
+    # the process's phases (common.measure.timeline): seconds from its start to each phase's end, and
+    # that start on time.time()'s clock
+    timeline: dict[str, float] = optional()
+    started: float | None = optional()
 
 
 # --- a variant over processes, a comparison, a ladder ------------------------------------------------

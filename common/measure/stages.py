@@ -143,9 +143,10 @@ def timed(feed: Callable, device: torch.device, n: int, batch_size: int, warm: W
 
 
 def profiled(feed: Callable, device: torch.device, steps: int, trace_dir: Path, worker: str,
-             memory_dir: Path | None, phases: Phases, optimizers=()) -> Stage:
+             memory_dir: Path | None, phases: Phases, optimizers=(), mark=lambda name: None) -> Stage:
     """torch.profiler over 1 warm-up + `steps` active steps: the trace and its Evidence (None with
-    no profiled steps); with a memory folder, the memory timeline and (CUDA) snapshot. Never timed."""
+    no profiled steps); with a memory folder, the memory timeline and (CUDA) snapshot. Never timed.
+    mark(name) as the steps, the trace's export and its reading end (the run's timeline)."""
     if not steps:
         return None
     snapshot = memory_dir is not None and device.type == "cuda"
@@ -153,14 +154,18 @@ def profiled(feed: Callable, device: torch.device, steps: int, trace_dir: Path, 
         torch.cuda.memory._record_memory_history(max_entries=100_000)  # allocations with stacks
     with profiler(trace_dir, worker, device, steps, with_stack=memory_dir is not None) as prof:
         phases.profiling = True
-        for _ in range(steps + 1):  # +1: the profiler's own warm-up step
+        for i in range(steps + 1):  # +1: the profiler's own warm-up step
             yield feed()
+            if i == steps:
+                mark("profile")  # the last step's host work is done; this prof.step() collects and exports
             prof.step()
             mark_rank(prof)
         phases.profiling = False
+    mark("export")
     evidence = read_evidence(prof, device, steps, optimizers)
     if memory_dir is not None:
         evidence.memory = memory_artifacts(prof, memory_dir, worker, device, snapshot)
+    mark("analysis")
     return evidence
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from common import env
 from common.analysis import device as device_rules
 from common.analysis.device import DeviceProfile
-from common.analysis.results import Failure, RunResult, read_result
+from common.analysis.results import Failure, RunResult, read_result, write_result
 from common.cli import positive_int
 from common.errors import EXIT_OOM, CookbookError
 from common.presets import WORKLOADS
@@ -263,7 +263,7 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
                 _signal(proc, signal.SIGKILL, group)
             if proc.stdout is not None:
                 proc.stdout.close()
-    seconds = time.perf_counter() - t0
+    seconds, ended = time.perf_counter() - t0, time.time()
     if cut:
         return Outcome("cut", None, seconds, log, proc.returncode or 0,
                        [f"cut after {seconds:.0f} s: the budget ended"])
@@ -271,6 +271,9 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
         return Outcome("ok", None, seconds, log, 0, [])
     if proc.returncode in (0, EXIT_OOM) and out.exists() and read is not None:
         result = read_result(out, read, rerun)
+        if getattr(result, "timeline", None) and result.started:  # the process's end, which it cannot see
+            result.timeline["exit"] = round(max(0.0, ended - result.started), 4)
+            write_result(out, result)
         return Outcome(result.status, result, seconds, log, proc.returncode, [])
     tail = log.read_text(errors="replace").strip().splitlines()[-LOG_TAIL:]
     return Outcome("failed", None, seconds, log, proc.returncode, tail)

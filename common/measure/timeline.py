@@ -1,0 +1,42 @@
+"""A measured process's life in phases: when each ended, in seconds since the process began, so that
+what a process costs beyond its warm-up and timed steps (interpreter, imports, CUDA, data, the probe,
+the profiler's export) is read from its result instead of guessed. The runner that waited for the
+process adds "exit" (launch.child)."""
+import time
+
+# the phases in the order a run passes them (harness.Run marks each as it ends)
+PHASES = ("imports", "setup", "data", "model", "warm-up", "probe", "timed", "profile", "export",
+          "analysis", "flop count", "result", "exit")
+
+
+def process_start() -> float:
+    """When this process began, on time.time()'s clock: a fresh interpreter's exec, a forked child's fork
+    (/proc's start time, in clock ticks); the caller's now where the system does not say."""
+    try:
+        import psutil
+
+        return psutil.Process().create_time()
+    except Exception:  # no psutil, or no /proc: the timeline then starts at the harness
+        return time.time()
+
+
+class Timeline:
+    """Marks by phase name, each the seconds from the process's start to the phase's end."""
+
+    def __init__(self, started: float | None = None):
+        self.started = process_start() if started is None else started
+        self.marks: dict[str, float] = {}
+
+    def mark(self, name: str, at: float | None = None) -> None:
+        """`name` ended now (or at `at`, a time.time()); never before the process began (a module
+        imported by a fork server before the fork counts as imported at the start)."""
+        self.marks[name] = round(max(0.0, (time.time() if at is None else at) - self.started), 4)
+
+
+def durations(marks: dict[str, float]) -> dict[str, float]:
+    """Each phase's own seconds: its mark less the mark before it, in the order the marks were made."""
+    out, last = {}, 0.0
+    for name, at in marks.items():
+        out[name] = round(at - last, 4)
+        last = at
+    return out
