@@ -35,13 +35,14 @@ from common.analysis.results import (
     Evidence,
     Memory,
     Oom,
+    Randomness,
     RunResult,
     Timing,
     write_result,
 )
 from common.errors import EXIT_OOM
 from common.measure import device as device_profile
-from common.measure import faults, memory, stages, stamp, trainstate
+from common.measure import dropout, faults, memory, stages, stamp, trainstate
 from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
 from common.measure.process import is_oom, process_hooks, resolve_device, writable_dir
@@ -109,6 +110,8 @@ def _from_config(name: str) -> property:
 class Run:
     """One run of a script: its settings, its stages over the script's batches, its result."""
 
+    _simulated_dropout = None  # a simulated GPU's dropout on a CPU (dropout.DtypeMasks), entered until close()
+
     batch_size, steps, warmup = _from_config("batch_size"), _from_config("steps"), _from_config("warmup")
     image_size, seed, data = _from_config("image_size"), _from_config("seed"), _from_config("data")
 
@@ -124,6 +127,9 @@ class Run:
             self.device, joined = distributed.init(self.device)
             self.notices += joined
         self.profile = device_profile.profile(self.device)  # what the device can do: AMP's dtype, TF32...
+        if self.profile.simulated and self.profile.kind == "cuda" and self.device.type != "cuda":
+            self._simulated_dropout = dropout.DtypeMasks()  # CUDA's dropout draws its masks per dtype
+            self._simulated_dropout.__enter__()
         self.config = resolve_config(args, workload, "smoke" if args.smoke else self.device.type, overrides, self.pair)
         name = f"{self.pair}_{variant}"
         self.out = Path(args.out or env.REPO_ROOT / "reports" / "results" / recipe / f"{name}.json")
@@ -144,6 +150,7 @@ class Run:
         self._setup_s = {}  # one-time work timed by run.setup(name) before the loop, seconds by name
         self._losses, self._probe_span, self._output_bytes = [], (0, 0), None
         self._feed, self._monitor, self._measured = None, None, Measured()
+        self._randomness = None  # how the dropout masks were drawn, once the loop has run (Randomness)
         self._hooks = None
         self._optimizers = trainstate.Stepped()  # what the learning probe saves and puts back
         self._skips = trainstate.ScalerSkips(lambda: len(self._losses))  # steps a GradScaler skipped
@@ -227,14 +234,26 @@ class Run:
         feed = self._feed = stages.Feed(stream, self._phases)
         cfg, phases, m, mark = self.config, self._phases, self._measured, self.timeline.mark
         mark("model")  # what the script built before its loop: the model, its optimizer, the batches
-        self.stage = "warm-up"
-        warm = yield from stages.warm_up(feed, self.device, cfg.warmup, phases.ranges, sum(self._setup_s.values()))
-        mark("warm-up")
-        self.stage = "learning probe"
-        first = len(self._losses)
-        if self._output_bytes is None:  # serving scripts learn nothing: no probe
-            yield from stages.probed(feed, self.device, cfg.probe_steps, phases.ranges, self._optimizers)
-        self._probe_span = (first, len(self._losses))
+        # the checked, untimed stages draw every dropout mask as fp32 does, so that twins of other dtypes
+        # drop the same units there (common.measure.dropout); not where torch.compile traces, whose guards
+        # would hold the mode and recompile once it is gone, and whose Inductor draws its own masks anyway
+        shared = None if dropout.compiled(sys.modules.get("__main__")) else dropout.SharedMasks()
+        with shared or contextlib.nullcontext():
+            self.stage = "warm-up"
+            warm = yield from stages.warm_up(feed, self.device, cfg.warmup, phases.ranges,
+                                             sum(self._setup_s.values()))
+            mark("warm-up")
+            shared_steps = len(self._losses)
+            self.stage = "learning probe"
+            first = len(self._losses)
+            if self._output_bytes is None:  # serving scripts learn nothing: no probe
+                yield from stages.probed(feed, self.device, cfg.probe_steps, phases.ranges, self._optimizers)
+            self._probe_span = (first, len(self._losses))
+        self._randomness = Randomness(shared_steps=shared_steps if shared else 0, calls=shared.calls if shared else 0,
+                                      dtypes=sorted(shared.dtypes) if shared else [])
+        if faults.role(self.variant)[0] != self.variant and self._randomness.calls:
+            torch.manual_seed(self.seed + 1)  # an A/A's second role: its own dropout stream from here on
+            self._randomness.reseeded_at = shared_steps
         mark("probe")
         self.stage = "timed steps"
         self._monitor = GpuMonitor(self.device)
@@ -309,6 +328,7 @@ class Run:
         result.flops_per_step, result.gpu_monitor, result.warnings = m.flops, gpu, gpu.warnings
         result.losses, result.extra, result.compile = losses, self.extra, stages.compile_stats()
         result.probe_losses = probe_losses
+        result.randomness = self._randomness
         if serving:  # each request's answer from the warm-up's end on, for parity
             result.answers = [x.float().flatten().cpu().tolist() for x in self._losses[b:b + ANSWERS_KEPT]]
         result.skipped_steps = [i if i < a else i - (b - a) for i in skipped if not a <= i < b]
@@ -334,6 +354,9 @@ class Run:
         self._skips.close()
         if self._frozen is not None:
             self._frozen.remove()
+        if self._simulated_dropout is not None:
+            self._simulated_dropout.__exit__(None, None, None)
+            self._simulated_dropout = None
         if self._hooks is not None:
             self._hooks.close()
             self._hooks = None

@@ -405,6 +405,19 @@ ANSWERS_KEPT = 8  # served batches whose answers a result keeps for parity (a fe
 
 
 @dataclass
+class Randomness(Record):
+    """How a run's dropout drew its masks (common.measure.dropout.SharedMasks, harness.Run.loop): over its
+    first `shared_steps` losses and the learning probe, every mask as an fp32 input of its shape gets it,
+    whatever the twin's dtype; `calls`: the dropouts seen there, on inputs of `dtypes` (none: no dropout
+    in Python's reach, such as a replayed CUDA graph's or a compiled one's); `reseeded_at`: the loss from
+    which an A/A's second role draws another dropout stream (the noise a precision change is judged against)."""
+    shared_steps: int = 0
+    calls: int = 0
+    dtypes: list[str] = field(default_factory=list)
+    reseeded_at: int | None = None
+
+
+@dataclass
 class RunResult(Record):
     recipe: str
     workload: str  # churn or resnet18
@@ -439,6 +452,7 @@ class RunResult(Record):
     # that start on time.time()'s clock
     timeline: dict[str, float] = optional()
     started: float | None = optional()
+    randomness: Randomness | None = optional()
 
 
 # --- a variant over processes, a comparison, a ladder ------------------------------------------------
@@ -566,6 +580,10 @@ class Parity(Record):
     # the fast twin's skipped updates (fp16's loss scale calibrating): early steps and probe not compared
     skipped_steps: list[int] = field(default_factory=list)
     early_skipped: bool = False
+    # where the twins' dropout draws other masks after the stretch they share (aggregate.masks_differ): the
+    # step it ends, from which windows are judged against a reseeded twin's spread; the rule's own window tolerance
+    masks_shared_until: int | None = optional()
+    window_rtol: float | None = optional()
     # serving: each request's answer against the slow twin's, in order (aggregate.answers_parity)
     atol: float = 0.0
     max_abs: float | None = None

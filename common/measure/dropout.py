@@ -6,7 +6,7 @@
   elements and 8 bf16 ones, so under one seed they do not; a CPU's bernoulli_ does whatever the dtype.
 - noise: the churn pair's loss trajectories as the harness checks them (warm-up, learning probe,
   timed steps; common.analysis.aggregate.parity with amp's rule), for bf16 against fp32 with each
-  twin's own masks, with masks drawn in fp32 from one generator (`SharedMasks`), and for fp32
+  twin's own masks, with every mask drawn as fp32's (`SharedMasks`), and for fp32
   against itself with its dropout reseeded: the noise a precision change is judged against.
 
 Writes one JSON (--out) and prints a table."""
@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import json
 import math
+import sys
 import time
 from types import SimpleNamespace
 
@@ -26,12 +27,16 @@ P = 0.3
 
 
 class SharedMasks(TorchFunctionMode):
-    """F.dropout (nn.Dropout's) with its mask drawn in fp32 from `generator`, whatever the input's dtype:
-    the same units dropped in every twin that draws in the same order."""
+    """F.dropout (nn.Dropout's) with the mask an fp32 input of its shape would get, whatever the input's
+    dtype: the mask is drawn by native dropout on fp32 ones, from the same generator at the same offset,
+    so an fp32 twin draws exactly what it draws without this, and a bf16 or fp16 twin draws the same.
+    The harness runs the checked, untimed stages under it (warm-up and learning probe: harness.Run.loop).
+    `calls` and `dtypes`: the dropouts it saw in training and their inputs' dtypes, for parity to know
+    whether the twins' own dropout draws the same stream after it (aggregate.parity)."""
 
-    def __init__(self, generator: torch.Generator):
+    def __init__(self):
         super().__init__()
-        self.generator = generator
+        self.calls, self.dtypes = 0, set()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -39,9 +44,47 @@ class SharedMasks(TorchFunctionMode):
             x = args[0]
             p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
             training = args[2] if len(args) > 2 else kwargs.get("training", True)
-            if training and p > 0:
-                keep = torch.rand(x.shape, generator=self.generator, device=x.device, dtype=torch.float32) >= p
-                return x * keep.to(x.dtype) / (1 - p)
+            inplace = args[3] if len(args) > 3 else kwargs.get("inplace", False)
+            if training and 0 < p < 1 and x.is_floating_point():
+                self.calls += 1
+                self.dtypes.add(str(x.dtype).removeprefix("torch."))
+                scaled = func(torch.ones(x.shape, device=x.device, dtype=torch.float32), p, True)  # 0 or 1/(1-p)
+                out = (x * scaled).to(x.dtype)  # in fp32, rounded once, as the fused kernel does
+                return x.copy_(out) if inplace else out
+        return func(*args, **kwargs)
+
+
+def compiled(script) -> bool:
+    """Whether the script (its module) holds a torch.compile'd model or function, or Dynamo has already
+    traced something: then no mode may wrap its first steps (Dynamo guards on the mode stack)."""
+    if "torch._dynamo" not in sys.modules:  # torch.compile imports it (so does torch.optim, alone)
+        return False
+    from torch._dynamo.eval_frame import OptimizedModule
+    from torch._dynamo.utils import counters
+
+    if counters["stats"].get("unique_graphs", 0):
+        return True
+    return any(isinstance(v, OptimizedModule) or hasattr(v, "_torchdynamo_orig_callable")
+               for v in vars(script).values()) if script is not None else False
+
+
+class DtypeMasks(TorchFunctionMode):
+    """A stand-in for CUDA's dropout on a CPU (the planted fault "dropout_by_dtype"): the mask depends
+    on the input's dtype, as CUDA's fused kernel's does (it draws per vector of 16 bytes: 4 fp32
+    elements, 8 bf16 ones), so that under one seed an fp32 twin and a 16-bit twin drop other units and
+    advance the generator differently. A CPU's own dropout draws fp32's mask whatever the dtype."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.dropout:
+            x = args[0]
+            p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+            training = args[2] if len(args) > 2 else kwargs.get("training", True)
+            if training and 0 < p < 1 and x.dtype in (torch.bfloat16, torch.float16):
+                n = x.numel()
+                drawn = torch.rand(n + 8, device=x.device)[8:]  # another offset and order than fp32's draw
+                keep = (drawn.flip(0).view(x.shape) >= p).to(x.dtype)
+                return x * keep / (1 - p)
         return func(*args, **kwargs)
 
 
@@ -81,7 +124,8 @@ def masks(device: torch.device, seed: int = 0) -> dict:
             graph.replay()
             drawn["fp32 CUDA graph replay"] = _mask(y)
     for name, dtype in (("shared fp32", torch.float32), ("shared bf16", torch.bfloat16)):
-        with SharedMasks(torch.Generator(device=device).manual_seed(seed)):
+        torch.manual_seed(seed)
+        with SharedMasks():
             drawn[name] = _mask(F.dropout(torch.ones(SHAPE, dtype=dtype, device=device), P, training=True))
     ref = drawn["fp32"]
     return {name: {"same_as_fp32": float((m == ref).float().mean()), "dropped": float((~m).float().mean())}
@@ -103,7 +147,7 @@ def trajectory(device, features, targets, seed: int, dtype, shared: bool, dropou
     index = torch.cat([torch.randperm(len(features), generator=order) for _ in range(n * batch // len(features) + 1)])
     index = index[:n * batch].view(n, batch).to(device)
     torch.manual_seed(dropout_seed)
-    mode = SharedMasks(torch.Generator(device=device).manual_seed(dropout_seed)) if shared else contextlib.nullcontext()
+    mode = SharedMasks() if shared else contextlib.nullcontext()
 
     def step(x, y):
         with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from common import catalog, env
 from common.analysis import figures, goals, metrics, stats
-from common.analysis.aggregate import parity_failure, skipped_words
+from common.analysis.aggregate import masks_words, parity_failure, skipped_words
 from common.analysis.metrics import fmt
 from common.analysis.results import (
     BudgetSearch,
@@ -412,7 +412,7 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
         out.append(f"- Parity of the {par.what} ({'passed' if par.ok else 'FAILED'}) over {par.steps} steps: "
                    f"{early}; {par.window}-step mean losses within {par.max_rel:.2%} of "
                    f"the initial loss (worst at steps {par.at_step}-{par.at_step + par.window - 1}; tolerance "
-                   f"{par.rtol * 100:.4g}%)"
+                   f"{par.rtol * 100:.4g}%{masks_words(par)})"
                    + (f"; on the learning probe ({par.probe_steps} steps on one batch, over which the slow twin's "
                       f"loss fell {par.probe_drop:.0%}) within {par.probe_max_rel:.2%} (tolerance "
                       f"{par.probe_rtol * 100:.4g}%)" if par.probe_max_rel is not None else "")
