@@ -250,7 +250,8 @@ class Run:
                 yield from stages.probed(feed, self.device, cfg.probe_steps, phases.ranges, self._optimizers)
             self._probe_span = (first, len(self._losses))
         self._randomness = Randomness(shared_steps=shared_steps if shared else 0, calls=shared.calls if shared else 0,
-                                      dtypes=sorted(shared.dtypes) if shared else [])
+                                      dtypes=sorted(shared.dtypes) if shared else [],
+                                      per_dtype=self.device.type == "cuda" or self._simulated_dropout is not None)
         if faults.role(self.variant)[0] != self.variant and self._randomness.calls:
             torch.manual_seed(self.seed + 1)  # an A/A's second role: its own dropout stream from here on
             self._randomness.reseeded_at = shared_steps

@@ -59,8 +59,8 @@ def trajectories(n=60, drift=0.0):
     fast.losses = [x * (1 + drift * (i >= 20)) for i, x in enumerate(slow.losses)]
     for r in (slow, fast):
         r.probe_losses = [1.0 - 0.04 * i for i in range(12)]
-    slow.randomness = Randomness(shared_steps=20, calls=100, dtypes=["float32"])
-    fast.randomness = Randomness(shared_steps=20, calls=100, dtypes=["bfloat16"])
+    slow.randomness = Randomness(shared_steps=20, calls=100, dtypes=["float32"], per_dtype=True)
+    fast.randomness = Randomness(shared_steps=20, calls=100, dtypes=["bfloat16"], per_dtype=True)
     return slow, fast
 
 
@@ -74,6 +74,12 @@ def test_windows_after_the_shared_masks_are_judged_against_a_reseeded_twins_spre
     assert par.ok and par.masks_shared_until == 20 and par.rtol == RESEEDED_RTOL and par.window_rtol == rule["rtol"]
     fast.randomness.dtypes = ["float32"]
     assert not parity(slow, fast, rule).ok
+    fast.randomness.dtypes = ["bfloat16"]
+    slow.randomness.per_dtype = fast.randomness.per_dtype = False  # a CPU: one mask whatever the dtype
+    assert not parity(slow, fast, rule).ok
+    slow.randomness.per_dtype = fast.randomness.per_dtype = True
+    fast.randomness.calls = 0  # the fast twin's dropout out of Python's reach (a replayed graph)
+    assert parity(slow, fast, rule).ok
     slow, fast = trajectories(drift=0.07)
     fast.losses[10:20] = [x * 1.07 for x in slow.losses[10:20]]  # inside the shared stretch
     assert not parity(slow, fast, rule).ok
@@ -111,4 +117,4 @@ def test_amp_with_cudas_dropout_passes_at_the_rounding_of_bf16_and_a_frozen_twin
     found = (tmp_path / "results" / "amp").rglob("churn_*_r1.json")
     results = {p.name.split("_")[1]: json.loads(p.read_text()) for p in found}
     assert results["slow"]["randomness"]["dtypes"] == ["float32"]
-    assert results["fast"]["randomness"]["dtypes"] == ["bfloat16"]
+    assert results["fast"]["randomness"]["dtypes"] == ["bfloat16"] and results["fast"]["randomness"]["per_dtype"]

@@ -415,6 +415,7 @@ class Randomness(Record):
     calls: int = 0
     dtypes: list[str] = field(default_factory=list)
     reseeded_at: int | None = None
+    per_dtype: bool = False  # this device's own dropout draws per dtype (CUDA; a simulated GPU's stand-in)
 
 
 @dataclass
