@@ -69,6 +69,14 @@ def test_a_speedup_goal_is_met_only_when_its_whole_interval_clears_it(slow, fast
     assert goals.judge({"min_speedup": 1.4}, _entry(slow, fast)) == said
 
 
+def test_a_speedup_goal_without_an_interval_is_undecided_whatever_the_point_estimate():
+    """One process a twin gives a ratio and no interval: neither met nor missed, however far the ratio
+    is from the goal (a memory goal, measured exactly, is still judged)."""
+    for slow in ([30.0], [10.5]):  # 3x and 1.05x against a 1.4x goal
+        assert goals.judge({"min_speedup": 1.4}, _entry(slow, [10.0])) == "undecided (no interval)"
+    assert goals.judge({"min_speedup": 1.4, "lower_memory": True}, _entry([30.0], [10.0], fast_mb=120.0)) == "missed"
+
+
 def test_memory_goals_and_a_cpu_run():
     faster = _entry([15.0, 15.2, 14.9], [10.0, 10.1, 9.9], fast_mb=120.0)
     assert goals.judge({"min_speedup": 1.4, "lower_memory": True}, faster) == "missed"

@@ -66,6 +66,9 @@ def describe(goal: dict) -> str:
     return " with ".join(p for p in (speed, " and ".join(memory)) if p)
 
 
+NO_INTERVAL = "undecided (no interval)"
+
+
 def judge(goal: dict, entry: WorkloadComparison | None) -> str:
     """'met', 'missed', 'undecided', or why it is not judged."""
     if not goal:
@@ -75,11 +78,12 @@ def judge(goal: dict, entry: WorkloadComparison | None) -> str:
     if entry.slow.env.device_type != "cuda":
         return "not judged (a CPU run)"
     s = entry.speedup
-    low, high = (s.low, s.high) if s.low is not None else (s.ratio, s.ratio)
     verdicts = []
     floor = goal.get("min_speedup") or (1 / goal["max_slowdown"] if "max_slowdown" in goal else None)
-    if floor is not None:
-        verdicts.append("met" if low >= floor else "missed" if high < floor else "undecided")
+    if floor is not None and (s.low is None or s.high is None):  # one process a twin: a point estimate decides nothing
+        verdicts.append(NO_INTERVAL)
+    elif floor is not None:
+        verdicts.append("met" if s.low >= floor else "missed" if s.high < floor else "undecided")
     share = entry.fast.memory.peak_mb / entry.slow.memory.peak_mb if entry.slow.memory.peak_mb else None
     if goal.get("lower_memory") and share is not None:
         verdicts.append("met" if share < 1 else "missed")
@@ -87,7 +91,7 @@ def judge(goal: dict, entry: WorkloadComparison | None) -> str:
         verdicts.append("met" if share <= goal["max_memory_share"] else "missed")
     if "missed" in verdicts:
         return "missed"
-    return "undecided" if "undecided" in verdicts else "met"
+    return next((v for v in ("undecided", NO_INTERVAL) if v in verdicts), "met")
 
 
 def for_run(recipe: str, pair: str, entry: WorkloadComparison | None) -> tuple[str | None, dict]:
