@@ -364,4 +364,6 @@ def test_parity_failure_exits_nonzero_and_says_by_how_much(tmp_path):
     assert proc.returncode == 1
     assert "parity FAILED for amp/churn: the 10-step mean loss differs by" in proc.stderr
     assert "mean loss differs by" in proc.stderr and "(tolerance 1e-07%)" in proc.stderr
+    md = (tmp_path / "amp.md").read_text()  # the report is written all the same, the failure at its top
+    assert md.index("> **Parity FAILED for churn**: the 10-step mean loss differs by") < md.index("## churn")
 
