@@ -118,3 +118,9 @@ def test_amp_with_cudas_dropout_passes_at_the_rounding_of_bf16_and_a_frozen_twin
     results = {p.name.split("_")[1]: json.loads(p.read_text()) for p in found}
     assert results["slow"]["randomness"]["dtypes"] == ["float32"]
     assert results["fast"]["randomness"]["dtypes"] == ["bfloat16"] and results["fast"]["randomness"]["per_dtype"]
+    # each process's phase timeline, in the order it ran, its end added by the runner that waited for it
+    from common.measure.timeline import PHASES
+
+    marks = results["slow"]["timeline"]
+    assert list(marks) == [p for p in PHASES if p in marks] and {"imports", "warm-up", "timed", "exit"} <= set(marks)
+    assert list(marks.values()) == sorted(marks.values())
