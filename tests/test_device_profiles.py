@@ -49,10 +49,19 @@ def test_not_applicable_names_the_gpu_its_capability_and_what_it_lacks():
     assert CPU.not_applicable(("tf32",)).startswith("not applicable on CPU (test CPU): no TF32")
 
 
-@pytest.mark.parametrize("recipe, lacking", [("precision", {"T4", "P100"}), ("compile", {"P100"}), ("amp", set())])
+@pytest.mark.parametrize("recipe, lacking", [("precision", {"T4", "P100"}), ("compile", {"P100"}), ("amp", set()),
+                                             ("channels_last", {"T4", "P100"})])
 def test_a_recipe_is_not_applicable_exactly_where_its_technique_is_missing(recipe, lacking):
     found = {name for name, p in device.SIMULATED.items() if catalog.not_applicable(recipe, p)}
     assert found == lacking
+    assert catalog.not_applicable(recipe, CPU) is None or recipe == "precision"  # a CPU runs the others
+
+
+def test_channels_last_on_a_t4_says_why_its_fp32_pair_shows_nothing():
+    """A T4's fp32 convolutions run on CUDA cores, where the layout changes nothing: the pair is not
+    applicable there, with the reason, rather than a report of no difference."""
+    why = catalog.not_applicable("channels_last", T4)
+    assert why.startswith("not applicable on Tesla T4 (sm_75, simulated): fp32 convolutions run on CUDA cores")
 
 
 def test_a_torch_build_without_kernels_for_the_gpu_is_said():

@@ -24,6 +24,12 @@ NEEDS = {
     "bf16": "no bf16 tensor cores (Ampere, sm_80, and newer)",
     "inductor": "no Triton, so no Inductor for torch.compile (sm_70 and newer)",
     "cuda": "a CUDA device",
+    # a layout that tensor-core convolutions want: in fp32 they are tensor-core ones from TF32 (sm_80) on;
+    # below, fp32 convolutions run on the CUDA cores, where NCHW and NHWC are alike (a CPU's oneDNN
+    # convolutions prefer NHWC as well)
+    "fp32_tensor_cores": "fp32 convolutions run on CUDA cores, not tensor cores (TF32 needs Ampere, sm_80): "
+                         "NCHW and NHWC are alike there; the layout pays with 16-bit tensor cores "
+                         "(channels_last under AMP, as the ResNet-18 lab runs it)",
 }
 
 
@@ -60,7 +66,8 @@ class DeviceProfile:
         return {"tf32": cuda and sm >= 80,
                 "bf16": not cuda or sm >= 80,  # a CPU's autocast runs bf16 (AVX512-BF16/AMX where present)
                 "inductor": not cuda or sm >= 70,  # Inductor's C++ backend on a CPU
-                "cuda": cuda}[need]
+                "cuda": cuda,
+                "fp32_tensor_cores": not cuda or sm >= 80}[need]
 
     @property
     def amp_dtype(self) -> str:
