@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from common.analysis.aggregate import RESEEDED_RTOL
+
 from conftest import REPO, comparison_of, run_module
 
 REPS = 3  # runner invocations, each with its own round-1 parity check and its own verdict
@@ -25,7 +27,11 @@ def test_an_aa_passes_parity_and_is_never_called_faster_or_slower(tmp_path, rep)
     saved = comparison_of(tmp_path, "amp/aa")
     entry = saved["workloads"]["churn"]
     assert saved["aa"] and entry["parity"]["ok"] and entry["parity"]["probe_steps"] == 12
-    assert entry["parity"]["probe_max_rel"] == 0 and entry["parity"]["max_rel"] == 0  # one program, one state
+    par = entry["parity"]
+    assert par["probe_max_rel"] == 0 and par["early_max_rel"] == 0  # one program, one state, the same masks
+    # then the second role's dropout is reseeded: its windows measure the spread a precision change is judged by
+    assert par["masks_shared_until"] == 5 and 0 < par["max_rel"] <= par["rtol"] == RESEEDED_RTOL
+    assert "A/A: dropout reseeded after the first 5 steps and the probe: the windows" in proc.stdout
     assert entry["speedup"]["verdict"] not in ("faster", "slower")
     assert re.search(r"^A/A: \d+\.\d\dx, \d+\.\d\d-\d+\.\d\d \(", proc.stdout, re.M), proc.stdout
     round1 = {role: json.loads((REPO / saved["results_dir"] / f"churn_{role}_r1.json").read_text())

@@ -26,32 +26,43 @@ SHAPE = (64, 1024)
 P = 0.3
 
 
-class SharedMasks(TorchFunctionMode):
-    """F.dropout (nn.Dropout's) with the mask an fp32 input of its shape would get, whatever the input's
-    dtype: the mask is drawn by native dropout on fp32 ones, from the same generator at the same offset,
-    so an fp32 twin draws exactly what it draws without this, and a bf16 or fp16 twin draws the same.
-    The harness runs the checked, untimed stages under it (warm-up and learning probe: harness.Run.loop).
-    `calls` and `dtypes`: the dropouts it saw in training and their inputs' dtypes, for parity to know
-    whether the twins' own dropout draws the same stream after it (aggregate.parity)."""
+class SharedMasks:
+    """While entered, F.dropout (nn.Dropout's) draws the mask an fp32 input of its shape would get,
+    whatever the input's dtype: native dropout on fp32 ones, from the same generator at the same offset,
+    the input scaled in fp32 and rounded once, so that an fp32 twin draws exactly what it draws without
+    it and a bf16 or fp16 twin draws the same units. The harness runs the checked, untimed stages under
+    it (warm-up and learning probe: harness.Run.loop). It replaces the module's function rather than
+    wrapping every op in a mode, so the warm-up's steps, which size the timed stretch, cost what they
+    cost without it. `calls` and `dtypes`: the dropouts it saw in training and their inputs' dtypes, for
+    parity to know whether the twins' own dropout draws the same stream after it (aggregate.parity)."""
 
     def __init__(self):
-        super().__init__()
         self.calls, self.dtypes = 0, set()
+        self._native, self._inside = None, False
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is F.dropout:
-            x = args[0]
-            p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
-            training = args[2] if len(args) > 2 else kwargs.get("training", True)
-            inplace = args[3] if len(args) > 3 else kwargs.get("inplace", False)
-            if training and 0 < p < 1 and x.is_floating_point():
-                self.calls += 1
-                self.dtypes.add(str(x.dtype).removeprefix("torch."))
-                scaled = func(torch.ones(x.shape, device=x.device, dtype=torch.float32), p, True)  # 0 or 1/(1-p)
-                out = (x * scaled).to(x.dtype)  # in fp32, rounded once, as the fused kernel does
-                return x.copy_(out) if inplace else out
-        return func(*args, **kwargs)
+    def __enter__(self):
+        self._native = native = F.dropout
+
+        def dropout(input, p=0.5, training=True, inplace=False):
+            # inside: a torch-function mode handing F.dropout (now this) back for the ones' draw
+            if self._inside or not (training and 0 < p < 1 and input.is_floating_point()):
+                return native(input, p, training, inplace)
+            self.calls += 1
+            self.dtypes.add(str(input.dtype).removeprefix("torch."))
+            self._inside = True
+            try:
+                scaled = native(torch.ones(input.shape, device=input.device, dtype=torch.float32), p, True)
+            finally:
+                self._inside = False
+            out = (input * scaled).to(input.dtype)  # 0 or x/(1-p), in fp32, rounded once as the fused kernel does
+            return input.copy_(out) if inplace else out
+
+        F.dropout = dropout
+        return self
+
+    def __exit__(self, *exc):
+        F.dropout = self._native
+        return False
 
 
 def compiled(script) -> bool:

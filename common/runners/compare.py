@@ -25,7 +25,7 @@ from pathlib import Path
 
 from common import catalog, env
 from common.analysis import stats
-from common.analysis.aggregate import aggregate, parity, parity_failure
+from common.analysis.aggregate import RESEEDED_RTOL, aggregate, parity, parity_failure
 from common.analysis.device import DeviceProfile
 from common.analysis.results import (
     Comparison,
@@ -342,6 +342,12 @@ def aa_verdicts(plan: Plan, comparison: Comparison) -> list[str]:
         parity_word = "parity ok" if entry.parity and entry.parity.ok else "parity FAILED"
         print(f"A/A: {s.ratio:.2f}x{interval}: {AA_VERDICT[s.verdict]}; {parity_word} "
               f"({plan.recipe}/{workload}'s slow script against itself)", flush=True)
+        par = entry.parity
+        if par and par.masks_shared_until is not None and par.max_rel is not None:
+            print(f"A/A: dropout reseeded after the first {par.masks_shared_until} steps and the probe: the windows "
+                  f"{par.max_rel:.2%} apart at worst (steps {par.at_step}-{par.at_step + par.window - 1}), the spread "
+                  f"a precision change's windows are judged against on this device (tolerance "
+                  f"{RESEEDED_RTOL:.0%}: docs/measurement.md)", flush=True)
         if s.verdict in ("faster", "slower"):
             reasons.append(f"A/A FAILED for {plan.recipe}/{workload}: one program was called {s.verdict} than "
                            f"itself ({stats.describe(s, 'A')})")
