@@ -119,7 +119,7 @@ def test_amp_with_cudas_dropout_passes_at_the_rounding_of_bf16_and_a_frozen_twin
     assert results["slow"]["randomness"]["dtypes"] == ["float32"]
     assert results["fast"]["randomness"]["dtypes"] == ["bfloat16"] and results["fast"]["randomness"]["per_dtype"]
     # each process's phase timeline, in the order it ran, its end added by the runner that waited for it
-    from common.measure.timeline import PHASES
+    from common.analysis.timeline import PHASES
 
     marks = results["slow"]["timeline"]
     assert list(marks) == [p for p in PHASES if p in marks] and {"imports", "warm-up", "timed", "exit"} <= set(marks)

@@ -1,7 +1,8 @@
 """A measured process's phase timeline (common.measure.timeline) and its table (common.render.timeline)."""
 import time
 
-from common.measure.timeline import PHASES, Timeline, durations
+from common.analysis.timeline import PHASES, durations
+from common.measure.timeline import Timeline
 from common.render import timeline as render
 
 from tests_helpers import run_result

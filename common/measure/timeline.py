@@ -1,12 +1,8 @@
 """A measured process's life in phases: when each ended, in seconds since the process began, so that
 what a process costs beyond its warm-up and timed steps (interpreter, imports, CUDA, data, the probe,
-the profiler's export) is read from its result instead of guessed. The runner that waited for the
-process adds "exit" (launch.child)."""
+the profiler's export) is read from its result instead of guessed (the phases' order:
+common.analysis.timeline). The runner that waited for the process adds "exit" (launch.child)."""
 import time
-
-# the phases in the order a run passes them (harness.Run marks each as it ends)
-PHASES = ("imports", "setup", "data", "model", "warm-up", "probe", "timed", "profile", "export",
-          "analysis", "flop count", "result", "exit")
 
 
 def process_start() -> float:
@@ -31,12 +27,3 @@ class Timeline:
         """`name` ended now (or at `at`, a time.time()); never before the process began (a module
         imported by a fork server before the fork counts as imported at the start)."""
         self.marks[name] = round(max(0.0, (time.time() if at is None else at) - self.started), 4)
-
-
-def durations(marks: dict[str, float]) -> dict[str, float]:
-    """Each phase's own seconds: its mark less the mark before it, in the order the marks were made."""
-    out, last = {}, 0.0
-    for name, at in marks.items():
-        out[name] = round(at - last, 4)
-        last = at
-    return out

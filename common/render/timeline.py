@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 from common.analysis.results import RunResult, read_result
-from common.measure.timeline import PHASES, durations
+from common.analysis.timeline import PHASES, durations
 
 
 def overhead_s(result: RunResult) -> float | None:
