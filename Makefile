@@ -19,7 +19,7 @@ PORT ?= 6006
 TIMED = start=$$(date +%s); trap 'rc=$$?; t=$$(( $$(date +%s) - start )); echo "make $@: $$((t / 60)) min $$((t % 60)) s"; exit $$rc' EXIT;
 RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
 
-.PHONY: help setup lock doctor gpu-check refresh recipes index readme baselines ladder all test tensorboard clean trace-diff
+.PHONY: help setup lock doctor gpu-check tour finalize recipes index readme baselines ladder all test tensorboard clean trace-diff
 
 help: ## list the targets
 	@echo "Quick start: make recipe-amp (the main job), make test (the CPU test suite)."
@@ -77,9 +77,12 @@ all: $(SETUP) ## baselines, every recipe, both ladders, then reports/README.md (
 gpu-check: $(SETUP) ## on a GPU first: the GPU tests, every recipe, sweep, ladder and diagnosis once, small, one line each
 	@$(TIMED) $(PY) -m common.runners.gpucheck $(ARGS)
 
-BUDGET ?= 540
-refresh: $(SETUP) ## on a GPU: the targets whose committed report is missing or oldest, within BUDGET seconds (540)
-	@$(TIMED) $(PY) -m common.runners.refresh --budget $(BUDGET) $(ARGS)
+tour: $(SETUP) ## on one GPU in one sitting: the A/A, then each recipe's main pair (3 rounds), within ARGS='--budget 480' -> a bundle
+	@$(TIMED) $(PY) -m common.runners.tour $(ARGS)
+
+BUNDLE ?=
+finalize: $(SETUP) ## a tour's bundle into the reports, the overview and the README's column, anywhere: make finalize BUNDLE=DIR
+	@$(TIMED) $(PY) -m common.runners.finalize $(BUNDLE) $(ARGS)
 
 index: $(SETUP) ## re-render reports/README.md and overview.png from the saved results
 	$(PY) -m common.render.index

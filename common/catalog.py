@@ -60,6 +60,18 @@ def workloads(recipe: str) -> list[str]:
     return sorted(pairs, key=lambda s: (WORKLOADS.index(workload_of(s)), s))
 
 
+def main_pair(recipe: str) -> str:
+    """The pair a recipe's README headlines (MAIN in its settings; a recipe of one pair: that one),
+    the one `make tour` measures."""
+    pairs = workloads(recipe)
+    main = getattr(settings(recipe), "MAIN", None)
+    if main is None and len(pairs) == 1:
+        return pairs[0]
+    if main not in pairs:
+        raise CookbookError(f"recipes/{recipe}/__init__.py: MAIN {main!r} is none of its pairs ({', '.join(pairs)})")
+    return main
+
+
 def workload_of(pair: str) -> str | None:
     """churn_serving -> churn; resnet18 -> resnet18; anything else -> None."""
     return next((w for w in WORKLOADS if pair == w or pair.startswith(w + "_")), None)

@@ -17,6 +17,8 @@ FAULT_ENV = "COOKBOOK_FAULT"  # faults planted for the tests (common.measure.fau
 # a simulated GPU's profile in place of this device's (common.measure.device): T4, P100, A100, H100
 DEVICE_PROFILE_ENV = "COOKBOOK_DEVICE_PROFILE"
 ZYGOTE_ENV = "COOKBOOK_ZYGOTE"  # the test suite's zygote socket: children forked warm (common.measure.zygote)
+# what a sitting already probed once for its runners (make tour): {"gpus": N, "profile": {...}, "ceiling": true}
+DEVICE_SEEN_ENV = "COOKBOOK_DEVICE_SEEN"
 
 
 def run_id() -> str:

@@ -37,10 +37,11 @@ PRELOAD = ("numpy", "torch", "torch._dynamo", "torch.profiler", "torch.utils.flo
            "common.measure.settings")
 
 
-def serve(path: str) -> None:
+def serve(path: str, cpu_inductor: bool = True) -> None:
     for name in PRELOAD:
         importlib.import_module(name)
-    warm_inductor()  # before "ready": no child's budget waits for it
+    if cpu_inductor:  # Inductor's C++ backend (a CPU run); a GPU's children compile with Triton
+        warm_inductor()  # before "ready": no child's budget waits for it
     # the imports' garbage freed and given back to the system, the rest frozen out of the collector: a
     # child then writes fresh pages rather than copying the zygote's (copy-on-write) as it allocates
     gc.collect()
@@ -154,4 +155,6 @@ def _status(e: SystemExit) -> int:
 if __name__ == "__main__":
     p = argparse.ArgumentParser(prog="python -m common.measure.zygote")
     p.add_argument("--socket", required=True)
-    serve(p.parse_args().socket)
+    p.add_argument("--no-cpu-inductor", action="store_true", help="skip the C++ backend's warm-up (children on a GPU)")
+    args = p.parse_args()
+    serve(args.socket, cpu_inductor=not args.no_cpu_inductor)

@@ -66,6 +66,8 @@ def parse_args(argv):
     p.add_argument("--memory-budget-gb", type=non_negative_float, default=budget.DEFAULT_GB, metavar="GB",
                    help=f"for recipes with a memory-budget search (checkpointing): the budget (default "
                         f"{budget.DEFAULT_GB:g}, the seed's T4); 0 skips the search")
+    p.add_argument("--no-report", action="store_true",
+                   help="write the results and comparison.json only; render later (make tour's pairs: make finalize)")
     p.add_argument("--aa", action="store_true",
                    help="A/A: the slow script in both roles, to measure this machine's noise floor and check the "
                         "pipeline (no report is written; results under reports/results/<recipe>/aa/)")
@@ -119,6 +121,7 @@ class Plan:
     budget_gb: float = budget.DEFAULT_GB
     budget_spec: dict | None = None  # the recipe's BUDGET setting, if it searches batch sizes under a budget
     aa: bool = False  # --aa: the slow script in both roles
+    no_report: bool = False  # --no-report: results and comparison.json only (rendered by make finalize)
     profile: DeviceProfile | None = None  # what the children's device can do
     not_applicable: str | None = None  # why the technique does not exist on it: nothing is timed
 
@@ -199,7 +202,7 @@ def make_plan(argv) -> Plan:
                 traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke,
                 command="python -m common.runners.compare " + " ".join(argv),
                 budget_spec=None if args.aa else getattr(settings, "BUDGET", None), budget_gb=args.memory_budget_gb,
-                nproc=nproc, machines=multi, aa=args.aa, profile=profile,
+                nproc=nproc, machines=multi, aa=args.aa, profile=profile, no_report=args.no_report,
                 not_applicable=catalog.not_applicable(recipe, profile))
 
 
@@ -365,6 +368,8 @@ def finish(plan: Plan, comparison: Comparison) -> int:
     if plan.aa:  # no report over the recipe's: the latest A/A beside its runs
         write_result(plan.recipe_results / "comparison.json", comparison)
         reasons += aa_verdicts(plan, comparison)
+    elif plan.no_report:  # rendered later, on any machine (make finalize)
+        write_result(plan.recipe_results / "comparison.json", comparison)
     elif any(e.slow or e.fast for e in comparison.workloads.values()):
         with file_lock(plan.recipe_results / ".render.lock"):  # the md, plot and diffs come from one run
             written = report.render(comparison, plan.reports_dir)

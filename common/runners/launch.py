@@ -84,9 +84,19 @@ def check_data(values: list[str], workloads) -> None:
             cifar10.check_folder(Path(flags[1]))
 
 
+def seen() -> dict:
+    """What the sitting's runner probed once and passed down (env.DEVICE_SEEN_ENV), else nothing."""
+    try:
+        return json.loads(os.environ.get(env.DEVICE_SEEN_ENV) or "{}")
+    except ValueError:
+        return {}
+
+
 @cache
 def cuda_device_count() -> int:
     """The GPUs a child process sees: the runner itself never imports torch nor holds a CUDA context."""
+    if "gpus" in seen():
+        return int(seen()["gpus"])
     probe = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
     out = subprocess.run([sys.executable, "-c", probe], cwd=env.REPO_ROOT, capture_output=True, text=True).stdout
     return int(out.strip()) if out.strip().isdigit() else 0
@@ -113,6 +123,8 @@ def device_profile(cuda: bool) -> DeviceProfile:
         return device_rules.simulated(name)
     if not cuda:
         return device_rules.cpu(env.cpu_model())
+    if seen().get("profile"):
+        return DeviceProfile.from_json(seen()["profile"])
     out = subprocess.run([sys.executable, "-m", "common.measure.device", "--device", "cuda"], cwd=env.REPO_ROOT,
                          capture_output=True, text=True)
     try:
@@ -124,7 +136,7 @@ def device_profile(cuda: bool) -> DeviceProfile:
 
 def ensure_ceiling(cuda: bool) -> None:
     """The matmul ceiling (for MFU), measured in a child process unless cached."""
-    if cuda:
+    if cuda and not seen().get("ceiling"):
         subprocess.run([sys.executable, "-m", "common.measure.ceiling", "--if-missing"], cwd=env.REPO_ROOT, check=False)
 
 

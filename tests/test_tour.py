@@ -1,0 +1,143 @@
+"""make tour: the plan (each recipe's main pair), the deadline on a simulated clock, the bundle's limits,
+the resume, a tour killed mid-pair, and make finalize rendering what make recipe-<name> renders."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+import pytest
+
+from common import catalog
+from common.analysis import device
+from common.runners import finalize, tour
+
+from conftest import REPO
+
+
+def test_every_recipe_names_its_main_pair_in_one_place():
+    for recipe in catalog.available():
+        pairs = catalog.workloads(recipe)
+        assert catalog.main_pair(recipe) in pairs
+        assert (len(pairs) == 1) != hasattr(catalog.settings(recipe), "MAIN"), recipe  # MAIN where there is a choice
+    assert catalog.main_pair("amp") == "resnet18" and catalog.main_pair("cuda_graphs") == "churn"
+
+
+def test_the_plan_is_the_noise_floor_then_every_single_gpu_main_pair_compile_and_serving_last():
+    plan, skipped = tour.legs(device.SIMULATED["H100"], 1)
+    names = [leg.name for leg in plan]
+    assert names[0] == "aa" and plan[0].aa and (plan[0].recipe, plan[0].pair) == ("amp", "churn")
+    assert names[-2:] == ["compile", "serving"] and plan[-1].served
+    assert "precision" in names and not any(n.startswith(("ddp", "fsdp")) for n in names)
+    assert skipped["fsdp"].startswith("data-parallel")
+    t4, why = tour.legs(device.SIMULATED["T4"], 1)
+    assert {"precision", "channels_last"} <= set(why) and "precision" not in [leg.name for leg in t4]
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def run_tour(tmp_path, monkeypatch, costs, budget, clock=None, commit="abc123"):
+    """The tour over `costs` (leg -> seconds it takes), on a simulated clock, no process started."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    ledger = tmp_path / "ledger.json"
+    ledger.write_text(json.dumps({"default": {"leg_overhead": 0, "churn smoke": 1, "resnet18 smoke": 1,
+                                              "serving smoke": 6}, "devices": {}}))
+    monkeypatch.setattr(tour, "LEDGER", ledger)
+    monkeypatch.setattr(tour.env, "git_commit", lambda: commit)
+    monkeypatch.setattr(tour.env, "REPO_ROOT", tmp_path)
+    clock = clock or Clock()
+    ran = []
+
+    def run(cmd, timeout, log):
+        leg = cmd[cmd.index("common.runners.compare") + 1] if "--aa" not in cmd else "aa"
+        took = costs[leg]
+        if took > timeout:  # still running at the deadline: stopped there
+            clock.now += timeout + tour.STOP_GRACE_S
+            return "cut", -15
+        clock.now += took
+        ran.append(leg)
+        return "ok", 0
+
+    only = ",".join(costs)
+    code = tour.tour(["--smoke", "--rounds", "1", "--budget", str(budget), "--only", only, "--no-zygote",
+                      "--bundle", str(tmp_path / "bundle")], clock=clock, run=run, check=lambda *a: None)
+    return code, ran, clock
+
+
+def test_a_pair_starts_only_when_its_predicted_cost_fits_and_one_at_the_deadline_is_dropped(tmp_path, monkeypatch,
+                                                                                         capsys):
+    # predicted: 2 s each (2 processes at 1 s), serving 6 s; folded_ops really takes 9 s, past the deadline
+    costs = {"aa": 2, "amp": 2, "folded_ops": 9, "set_to_none": 2, "serving": 6}
+    code, ran, clock = run_tour(tmp_path, monkeypatch, costs, budget=8)
+    out = capsys.readouterr().out
+    assert ran == ["aa", "amp"] and code == 0
+    assert "cut   folded_ops/churn at the deadline" in out and clock.now - 1000 <= 8 + tour.STOP_GRACE_S
+    legs = json.loads((tmp_path / "bundle" / "tour.json").read_text())["legs"]
+    assert list(legs) == ["aa", "amp"]  # folded_ops dropped whole; nothing started after the deadline
+    # room for the first two only by prediction: serving (6 s) is skipped, never started
+    code, ran, _ = run_tour(tmp_path / "b", monkeypatch, {"aa": 2, "amp": 2, "serving": 6}, budget=5)
+    assert ran == ["aa", "amp"] and "skip  serving/churn: predicted ~6 s, 1 s left" in capsys.readouterr().out
+
+
+def test_another_sitting_measures_only_what_the_bundle_lacks_and_never_mixes_commits(tmp_path, monkeypatch, capsys):
+    costs = {"aa": 2, "folded_ops": 2, "set_to_none": 2}
+    _, ran, _ = run_tour(tmp_path, monkeypatch, costs, budget=5)
+    assert ran == ["aa", "folded_ops"]  # set_to_none's predicted 2 s did not fit the 1 s left
+    _, ran, _ = run_tour(tmp_path, monkeypatch, costs, budget=5)
+    assert ran == ["set_to_none"] and capsys.readouterr().out.count("have  ") == 2
+    with pytest.raises(tour.CookbookError, match="holds a tour of CPU smoke at abc123"):
+        run_tour(tmp_path, monkeypatch, costs, budget=5, commit="def456")
+
+
+def test_the_bundle_is_at_most_8_files_of_the_limit_each_and_says_what_it_left_out(tmp_path):
+    root = tmp_path / "reports"
+    names = []
+    for i in range(12):  # incompressible: 12 x 300 KB against volumes of 1 MB, 7 at most
+        kind = "traces" if i % 2 else "results"
+        path = root / kind / f"f{i}.bin"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(300_000))
+        names.append(f"{kind}/f{i}.bin")
+    volumes, left_out = tour.pack(root, names, limit=1_000_000, most=3)
+    assert len(volumes) <= 3 and all(len(v) <= 1_000_000 for v in volumes)
+    packed = [m for v in volumes for m in tarfile.open(fileobj=__import__("io").BytesIO(v)).getnames()]
+    assert sorted(packed + left_out) == sorted(names) and left_out
+    assert all(n.startswith("traces/") for n in left_out)  # results first: the traces give way
+
+
+def test_a_tour_killed_mid_pair_keeps_every_finished_pair_and_finalize_renders_it_as_compare_does(tmp_path):
+    bundle = tmp_path / "bundle"
+    proc = subprocess.Popen([sys.executable, "-m", "common.runners.tour", "--smoke", "--rounds", "1", "--only",
+                             "folded_ops,set_to_none", "--data", "synthetic", "--bundle", str(bundle)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    lines = []
+    for line in proc.stdout:  # the first pair's line, then kill everything at once, mid second pair
+        lines.append(line)
+        if line.startswith("folded_ops/churn"):
+            time.sleep(1.0)
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    assert any(x.startswith("folded_ops/churn") for x in lines), "".join(lines)
+    manifest = json.loads((bundle / "tour.json").read_text())
+    assert list(manifest["legs"]) == ["folded_ops"] and len(list(bundle.iterdir())) <= tour.MAX_FILES
+    reports = tmp_path / "reports"
+    assert finalize.finalize([str(bundle), "--reports-dir", str(reports)]) == 0
+    md = (reports / "folded_ops.md").read_text()
+    assert "Parity of the training loss (passed)" in md and str(reports) in md
+    # what make recipe-folded_ops renders from the same results (compare.finish -> report.render)
+    from common.analysis.results import Comparison, read_result
+    from common.render import report
+
+    again = tmp_path / "again"
+    report.render(read_result(reports / "results" / "folded_ops" / "comparison.json", Comparison), again)
+    assert (again / "folded_ops.md").read_text().replace(str(again), str(reports)) == md
