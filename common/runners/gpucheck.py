@@ -8,9 +8,11 @@ reports/results/amp/aa/, where every recipe report rendered here cites it. Then 
 tests, every recipe, every sweep (both ends of its range), the ladders, both diagnoses, the doctor on
 both baselines, the doctor's --try on a baseline (every fix applied from outside and timed), amp's
 ResNet-18 kernels under ncu (where it is installed), and (inside the
-checkpointing recipe) the memory-budget search, each once with few steps, a few targets at a time
-(`--jobs`: about 110 processes start, each paying torch's import and CUDA's start-up, so one at a
-time would not fit a 10-minute call; their timings mean nothing, they are not the point). One line
+checkpointing recipe) the memory-budget search, each once with few steps, one target at a time on a
+GPU (`--jobs`; 4 with --smoke on a CPU): about 110 processes start, each forked from a server that
+has imported torch (common.measure.zygote) and paying CUDA's start-up itself; their timings mean
+nothing, they are not the point. The tests target runs verbose and without the fork server's CPU
+warm-up, so that its log has its first line within seconds. One line
 per target as it ends: ok, or what failed with the last line it printed and its log. Their reports
 go to reports/results/gpu-check/ (not tracked), never over the committed reports. Without CUDA it
 runs only with --smoke (the CPU sizes, for tests).
@@ -31,7 +33,7 @@ from common import catalog
 from common.cli import OneLineParser, pick, positive_int
 from common.env import REPO_ROOT
 from common.errors import CookbookError, exit_with
-from common.runners import launch
+from common.runners import launch, tour
 
 # the tests whose code paths differ on a GPU: CUDA-only tests, the GPU paths, the GPU trace readers
 GPU_TESTS = ("tests/test_techniques.py::test_a_captured_step_trains_like_the_eager_one", "tests/test_gpu_paths.py",
@@ -54,6 +56,7 @@ class Target:
     cmd: list[str]
     alone: bool = False  # runs before the others, with the machine to itself (a timing that means something)
     tells: str | None = None  # the last line of its output that holds this is shown on its ok line
+    env: dict | None = None  # variables for its process
 
 
 def targets(smoke: bool, out: Path) -> list[Target]:
@@ -61,11 +64,13 @@ def targets(smoke: bool, out: Path) -> list[Target]:
     size = ["--smoke"] if smoke else []
     tail = [] if smoke else ["--", *FEW_STEPS]
     common = ["--rounds", "1", "--reports-dir", str(out), *size]
-    # the noise floor at the sizes the refresh runs (smoke: two rounds, an interval), into reports/results
+    # the noise floor at the recipes' real sizes (smoke: two rounds, an interval), into reports/results
     rounds = ["--rounds", "2"] if smoke else ["--max-rounds", "6"]
     found = [Target("aa", ["-m", "common.runners.compare", "amp", "--aa", "--workloads", "churn", *rounds, *size,
                            *(["--reports-dir", str(out)] if smoke else [])], alone=True, tells="A/A: ")]
-    found += [Target("tests", ["-m", "pytest", "-q", "-x", *GPU_TESTS])]
+    # verbose: a line per test as it passes; on a GPU its children start fresh (a few: no fork server to warm)
+    found += [Target("tests", ["-m", "pytest", "-v", "-x", "-p", "no:cacheprovider", *GPU_TESTS],
+                     env=None if smoke else {"COOKBOOK_ZYGOTE": "0"})]
     # a technique this GPU lacks is said on the target's line ("not applicable on Tesla T4 (sm_75): no TF32")
     # a served recipe's twins are servers (common.runners.serve): no script flags, a shorter load per rate
     found += [Target(f"recipe-{r}", ["-m", "common.runners.compare", r, *common,
@@ -150,7 +155,8 @@ def run(target: Target, log: Path, timeout: float) -> tuple[bool, str]:
     t0 = time.perf_counter()
     # its own session: on a timeout the whole group goes, not just the process started here
     proc = subprocess.Popen([sys.executable, *target.cmd], cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", **(target.env or {})},
                             start_new_session=True)
     RUNNING.add(proc)
     try:
@@ -175,7 +181,7 @@ def parse_args(argv):
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--budget", type=positive_int, default=480, metavar="SECONDS",
                    help="the whole check's time (default 480: one 10-minute call on a lent GPU, with room)")
-    p.add_argument("--jobs", type=positive_int, default=4, help="targets at a time (default 4)")
+    p.add_argument("--jobs", type=positive_int, help="targets at a time (default: 1 on a GPU, 4 with --smoke)")
     p.add_argument("--only", help="comma-separated target names (see --list)")
     p.add_argument("--smoke", action="store_true", help="CPU sizes: how the tests check this without a GPU")
     p.add_argument("--list", action="store_true", help="print the targets and exit")
@@ -200,6 +206,7 @@ def main(argv=None) -> int:
         print("\n".join(t.name for t in chosen))
         return 0
     (out / "logs").mkdir(parents=True, exist_ok=True)
+    args.jobs = args.jobs or (4 if args.smoke else 1)  # on a GPU one target at a time: none shares it
     deadline = time.perf_counter() + args.budget
     print(f"gpu-check: device profile: {launch.device_profile(not args.smoke).summary()}", flush=True)
     print(f"gpu-check: {len(chosen)} targets, {args.jobs} at a time, within {args.budget} s; reports and logs in "
@@ -220,23 +227,25 @@ def main(argv=None) -> int:
 
     # the targets run in their own sessions, out of reach of Ctrl-C or a kill of the check's process group:
     # either ends them here (SIGTERM read as Ctrl-C)
-    before = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    pool = ThreadPoolExecutor(args.jobs)
-    try:
-        for target in (t for t in chosen if t.alone):
-            report(*one(target, AA_SECONDS), target)
-        futures = {pool.submit(one, t): t for t in chosen if not t.alone}
-        for future in as_completed(futures):
-            report(*future.result(), futures[future])
-    except KeyboardInterrupt:
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list(RUNNING):  # SIGTERM: torchrun passes it on to its ranks
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        raise
-    finally:
-        pool.shutdown()
-        signal.signal(signal.SIGTERM, before)
+    # every target's children forked warm from one server (the tour's), which never touches CUDA
+    with tour.zygote(not args.smoke, True):
+        before = signal.signal(signal.SIGTERM, signal.default_int_handler)
+        pool = ThreadPoolExecutor(args.jobs)
+        try:
+            for target in (t for t in chosen if t.alone):
+                report(*one(target, AA_SECONDS), target)
+            futures = {pool.submit(one, t): t for t in chosen if not t.alone}
+            for future in as_completed(futures):
+                report(*future.result(), futures[future])
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in list(RUNNING):  # SIGTERM: torchrun passes it on to its ranks
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+            raise
+        finally:
+            pool.shutdown()
+            signal.signal(signal.SIGTERM, before)
     print(f"gpu-check: {len(chosen) - len(failed)} of {len(chosen)} ok" + (f"; failed: {', '.join(sorted(failed))}"
                                                                           if failed else ""), flush=True)
     return 1 if failed else 0

@@ -22,10 +22,12 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -249,15 +251,14 @@ def parse_args(argv):
 
 
 @contextlib.contextmanager
-def zygote(work: Path, cuda: bool, wanted: bool):
+def zygote(cuda: bool, wanted: bool):
     """Children forked from one warm server (its socket in env.ZYGOTE_ENV for every runner below), or
     as they are: off, or one already serves (the test suite's)."""
     if not wanted or os.environ.get(env.ZYGOTE_ENV):
         yield
         return
-    sock = work / "zygote.sock"
-    with contextlib.suppress(FileNotFoundError):
-        sock.unlink()
+    folder = Path(tempfile.mkdtemp(prefix="cookbook-zygote-"))  # short: a socket's path has 107 bytes at most
+    sock = folder / "socket"
     cmd = [sys.executable, "-m", "common.measure.zygote", "--socket", str(sock)] + ["--no-cpu-inductor"] * cuda
     proc = subprocess.Popen(cmd, cwd=env.REPO_ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": launch._pythonpath()})
@@ -271,6 +272,7 @@ def zygote(work: Path, cuda: bool, wanted: bool):
     finally:
         os.environ.pop(env.ZYGOTE_ENV, None)
         _stop(proc)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def preflight(plan: list[Leg], work: Path, args) -> str | None:
@@ -345,7 +347,7 @@ def tour(argv=None, clock=time.monotonic, run=run_leg, check=preflight) -> int:
         launch.ensure_ceiling(True)
     os.environ[env.DEVICE_SEEN_ENV] = json.dumps({"gpus": launch.cuda_device_count() if cuda else 0,
                                                   "profile": profile.to_json() if cuda else None, "ceiling": True})
-    with zygote(work, cuda, not args.no_zygote):
+    with zygote(cuda, not args.no_zygote):
         why = check(todo, work, args)
         if why:
             print(f"tour: stopped before the first pair: {why}", file=sys.stderr, flush=True)
