@@ -49,14 +49,14 @@ def test_the_notebook_runs_top_to_bottom_on_a_cpu(tmp_path, monkeypatch):
     said = [_text(c) for c in code]
     assert "installed: nothing (all present)" in said[0]
     assert "NO GPU: running the CPU sizes" in said[1] and '"simulated": false' in said[1]
-    assert "make gpu-check needs a GPU" in said[2]
+    assert "make tour needs a GPU" in said[2] and "make gpu-check needs a GPU" in said[3]
     amp = (reports / "amp.md").read_text()
-    assert amp.splitlines()[0] in said[4] and 'class="diff"' in said[4]  # the report and its side-by-side diff
-    assert "image/png" in {k for o in code[4].outputs for k in o.get("data", {})}  # its plot
-    assert "trace(s) under" in said[5] and ".pt.trace.json" in said[5]
+    assert amp.splitlines()[0] in said[5] and 'class="diff"' in said[5]  # the report and its side-by-side diff
+    assert "image/png" in {k for o in code[5].outputs for k in o.get("data", {})}  # its plot
+    assert "trace(s) under" in said[6] and ".pt.trace.json" in said[6]
     doctor = next(reports.glob("doctor_my_train*.md")).read_text()
-    assert doctor.splitlines()[0] in said[7]
-    assert "make recipe-ddp needs 2" in said[8] and "cookbook-reports.zip" in said[9]
+    assert doctor.splitlines()[0] in said[8]
+    assert "make recipe-ddp needs 2" in said[9] and "cookbook-reports.zip" in said[10]
 
 
 def test_a_make_target_that_fails_stops_the_notebook(tmp_path):
