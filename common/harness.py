@@ -249,7 +249,8 @@ class Run:
             if self._output_bytes is None:  # serving scripts learn nothing: no probe
                 yield from stages.probed(feed, self.device, cfg.probe_steps, phases.ranges, self._optimizers)
             self._probe_span = (first, len(self._losses))
-        self._randomness = Randomness(shared_steps=shared_steps if shared else 0, calls=shared.calls if shared else 0,
+        self._randomness = Randomness(shared_steps=shared_steps if shared and shared.calls else 0,
+                                      calls=shared.calls if shared else 0,
                                       dtypes=sorted(shared.dtypes) if shared else [],
                                       per_dtype=self.device.type == "cuda" or self._simulated_dropout is not None)
         if faults.role(self.variant)[0] != self.variant and self._randomness.calls:

@@ -120,6 +120,8 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
     # the masks are the same by construction over the shared stretch only, where the twins' own differ
     differ = masks_differ(slow, fast)
     shared = min(slow.randomness.shared_steps, fast.randomness.shared_steps) if differ else n
+    if differ and (early_skipped or not (slow.randomness.calls and fast.randomness.calls)):
+        shared = 0  # lined up by updates, or one twin's dropout out of reach: no step drew the same masks
     k = min(k, shared)
     early = [abs(y - x) / max(abs(x), 1e-6) for x, y in zip(a[:k], b[:k])] or [0.0]
     w = min(rule["window"], n)

@@ -25,11 +25,11 @@ NEEDS = {
     "inductor": "no Triton, so no Inductor for torch.compile (sm_70 and newer)",
     "cuda": "a CUDA device",
     # a layout that tensor-core convolutions want: in fp32 they are tensor-core ones from TF32 (sm_80) on;
-    # below, fp32 convolutions run on the CUDA cores, where NCHW and NHWC are alike (a CPU's oneDNN
-    # convolutions prefer NHWC as well)
-    "fp32_tensor_cores": "fp32 convolutions run on CUDA cores, not tensor cores (TF32 needs Ampere, sm_80): "
-                         "NCHW and NHWC are alike there; the layout pays with 16-bit tensor cores "
-                         "(channels_last under AMP, as the ResNet-18 lab runs it)",
+    # below, fp32 convolutions run on the CUDA cores, where the pair's mechanism is not there (a CPU's
+    # oneDNN convolutions prefer NHWC as well)
+    "fp32_tensor_cores": "fp32 convolutions run on CUDA cores, not tensor cores (TF32 needs Ampere, sm_80): the "
+                         "pair's mechanism, tensor-core kernels reading NHWC, is not there in fp32; the layout "
+                         "pays with 16-bit tensor cores (channels_last under AMP, as the ResNet-18 lab runs it)",
 }
 
 

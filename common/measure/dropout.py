@@ -13,7 +13,9 @@ from torch.overrides import TorchFunctionMode
 
 class SharedMasks:
     """While entered, F.dropout (nn.Dropout's) draws the mask an fp32 input of its shape would get,
-    whatever the input's dtype: native dropout on fp32 ones, from the same generator at the same offset,
+    whatever the input's dtype: native dropout on fp32 ones in the input's layout, from the same
+    generator at the same offset (on CUDA the offset depends on the element count alone; the mask is
+    the fp32 one wherever the input is dense and 16-byte aligned, as a layer's fresh output is),
     the input scaled in fp32 and rounded once, so that an fp32 twin draws exactly what it draws without
     it and a bf16 or fp16 twin draws the same units. The harness runs the checked, untimed stages under
     it (warm-up and learning probe: harness.Run.loop). It replaces the module's function rather than
@@ -35,11 +37,13 @@ class SharedMasks:
             self.calls += 1
             self.dtypes.add(str(input.dtype).removeprefix("torch."))
             self._inside = True
-            try:
-                scaled = native(torch.ones(input.shape, device=input.device, dtype=torch.float32), p, True)
+            try:  # ones in the input's layout (a channels_last input is drawn in memory order), by the same
+                # path (inplace: bernoulli_; else CUDA's fused kernel), so that fp32 draws what it would
+                keep = native(torch.ones_like(input, dtype=torch.float32), p, True, inplace) != 0
             finally:
                 self._inside = False
-            out = (input * scaled).to(input.dtype)  # 0 or x/(1-p), in fp32, rounded once as the fused kernel does
+            # x/(1-p) in fp32, rounded once, as the fused kernel does; backward keeps the bool mask, as it does
+            out = (input.float() * (1.0 / (1.0 - p)) * keep).to(input.dtype)
             return input.copy_(out) if inplace else out
 
         F.dropout = dropout
@@ -65,10 +69,10 @@ def compiled(script) -> bool:
 
 
 class DtypeMasks(TorchFunctionMode):
-    """A stand-in for CUDA's dropout on a CPU (the planted fault "dropout_by_dtype"): the mask depends
-    on the input's dtype, as CUDA's fused kernel's does (it draws per vector of 16 bytes: 4 fp32
-    elements, 8 bf16 ones), so that under one seed an fp32 twin and a 16-bit twin drop other units and
-    advance the generator differently. A CPU's own dropout draws fp32's mask whatever the dtype."""
+    """A stand-in for CUDA's dropout on a CPU, entered by the harness under a simulated GPU profile: the
+    mask depends on the input's dtype, as CUDA's fused kernel's does (it maps its Philox numbers to
+    elements per vector of 16 bytes: 4 fp32 elements, 8 bf16 ones), so that under one seed an fp32 twin
+    and a 16-bit twin drop other units. A CPU's own dropout draws fp32's mask whatever the dtype."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -1,7 +1,7 @@
 """Automatic mixed precision: matmuls and convolutions in 16-bit, the rest in fp32."""
 
 TITLE = "Automatic mixed precision (AMP)"
-MAIN = "resnet18"  # the pair its README headlines and `make tour` runs: the pair its goal names: AMP pays where the math dominates
+MAIN = "resnet18"  # the headline pair (make tour): its goal's; AMP pays where the math dominates
 # 16-bit rounding moves each loss a little and the twins drift apart slowly: measured on CPU over
 # 140 steps, the first 5 steps agree within 1.4% and 10-step mean losses within 2.4% of the initial
 # loss, while a twin that stops learning is 22-82% off. A wrong cast or a missing loss scale shows

@@ -1,7 +1,7 @@
 """Activation (gradient) checkpointing: keep fewer activations, recompute them in the backward pass."""
 
 TITLE = "Activation checkpointing"
-MAIN = "resnet18"  # the pair its README headlines and `make tour` runs: memory for compute on the convolutional activations: its goal's pair
+MAIN = "resnet18"  # the headline pair (make tour): memory for compute on the convolutional activations: its goal's pair
 # The twins do the same arithmetic (recomputed activations equal the stored ones; the RNG state is
 # replayed so dropout masks match), so they agree closely; GPU kernels that are not deterministic
 # let them drift slowly, hence a small window tolerance rather than zero.

@@ -1,7 +1,7 @@
 """torch.compile: the graph captured once, ops fused into generated kernels, launches cut."""
 
 TITLE = "torch.compile"
-MAIN = "resnet18"  # the pair its README headlines and `make tour` runs: the training pair its goal names first
+MAIN = "resnet18"  # the headline pair (make tour): the training pair its goal names first
 NEEDS = ("inductor",)  # Triton on CUDA (sm_70+); the C++ backend on a CPU (common.analysis.device)
 # Training: inductor fuses and reorders reductions, so the twins round differently and drift slowly
 # (ResNet-18's BatchNorm amplifies it); a broken graph shows in the first steps at once. The early

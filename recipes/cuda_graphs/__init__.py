@@ -1,7 +1,7 @@
 """CUDA graphs: a whole step recorded once and replayed with one launch: the fix for a host-bound step."""
 
 TITLE = "CUDA graphs"
-MAIN = "churn"  # the pair its README headlines and `make tour` runs: the host-bound training step that a graph replays in one launch
+MAIN = "churn"  # the headline pair (make tour): the host-bound training step that a graph replays in one launch
 # Training: the graphed step draws its dropout masks from the graph's own RNG offsets, so single
 # steps differ a little from the eager twin's: compared by windows, and by the learning probe with
 # a looser tolerance (its masks differ too; a twin that stops learning is far further off). Serving:

@@ -3,7 +3,7 @@
 import os
 
 TITLE = "Input pipeline (DataLoader)"
-MAIN = "resnet18"  # the pair its README headlines and `make tour` runs: the host pipeline against the device one, where images make it count
+MAIN = "resnet18"  # the headline pair (make tour): the host pipeline against the device one, where images make it count
 # The same batches in the same order, and the same random crops (seeded per sample and epoch,
 # whichever process augments them): the losses agree to rounding.
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}

@@ -2,7 +2,7 @@
 per micro-batch."""
 
 TITLE = "DistributedDataParallel: all-reduce once per step (no_sync)"
-MAIN = "resnet18"  # the pair its README headlines and `make tour` runs: the pair with enough gradient to all-reduce
+MAIN = "resnet18"  # the headline pair (make tour): the pair with enough gradient to all-reduce
 DISTRIBUTED = True  # the runner launches each run as `torchrun --standalone --nproc-per-node N`
 MICRO_BATCHES = 4  # micro-batches per rank and optimizer step: the global batch is ranks x 4 micro-batches
 # the same arithmetic in both twins, summed in another order: the gradients agree to rounding

@@ -2,7 +2,7 @@
 default (foreach's chain of multi-tensor ops on CUDA; the for-loop on a CPU)."""
 
 TITLE = "Fused optimizer: Adam(fused=True) against PyTorch's default"
-MAIN = "resnet18"  # the pair its README headlines and `make tour` runs: 62 parameter tensors: the foreach chain against one fused kernel
+MAIN = "resnet18"  # the headline pair (make tour): 62 parameter tensors: the foreach chain against one fused kernel
 # A fused Adam does the default's arithmetic in another order: the losses agree to rounding.
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
 EVIDENCE = ("optimizer_kernels", "optimizer_ops", "optimizer_gpu_ms", "optimizer_host_ms", "kernels_per_step")

@@ -1,7 +1,7 @@
 """Gradient accumulation: the same effective batch from k micro-batches, a fraction of the activations."""
 
 TITLE = "Gradient accumulation"
-MAIN = "resnet18"  # the pair its README headlines and `make tour` runs: the memory of a micro-batch where activations are large
+MAIN = "resnet18"  # the headline pair (make tour): the memory of a micro-batch where activations are large
 ACCUMULATE = 4  # micro-batches per optimizer step in the fast twin
 
 

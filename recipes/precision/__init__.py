@@ -8,7 +8,7 @@ stamp of every result records both. TF32 needs sm_80: elsewhere the recipe is "n
 """
 
 TITLE = "fp32 precision: strict fp32 vs TF32"
-MAIN = "resnet18"  # the pair its README headlines and `make tour` runs: TF32 where matmuls and convolutions dominate
+MAIN = "resnet18"  # the headline pair (make tour): TF32 where matmuls and convolutions dominate
 NEEDS = ("tf32",)  # what the device must have (common.analysis.device), else not applicable
 # TF32 rounds every product's inputs to 10 mantissa bits: the losses drift apart slowly, within
 # the tolerance of 16-bit AMP (whose mantissa is shorter still).

@@ -1,7 +1,7 @@
 """zero_grad(set_to_none=True): no fill kernel per gradient; the backward writes fresh gradients."""
 
 TITLE = "Gradients set to None"
-MAIN = "resnet18"  # the pair its README headlines and `make tour` runs: 62 gradients filled with zeros or not
+MAIN = "resnet18"  # the headline pair (make tour): 62 gradients filled with zeros or not
 # Zeroed gradients plus the backward's sum equal the backward's fresh gradients: the same numbers.
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
 EVIDENCE = ("kernels_per_step", "backward_ops", "peak_mb")

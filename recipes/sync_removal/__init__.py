@@ -1,7 +1,7 @@
 """Host-sync removal: keep per-step statistics on the device and read them once."""
 
 TITLE = "Host-sync removal"
-MAIN = "resnet18"  # the pair its README headlines and `make tour` runs: the pair its goal names
+MAIN = "resnet18"  # the headline pair (make tour): its goal's
 # The twins do the same arithmetic; only when the host reads the numbers changes, so the losses
 # agree to rounding (GPU kernels that are not deterministic may drift them slowly apart).
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
