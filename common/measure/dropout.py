@@ -8,7 +8,6 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
 
 class SharedMasks:
@@ -68,21 +67,30 @@ def compiled(script) -> bool:
                for v in vars(script).values()) if script is not None else False
 
 
-class DtypeMasks(TorchFunctionMode):
+class DtypeMasks:
     """A stand-in for CUDA's dropout on a CPU, entered by the harness under a simulated GPU profile: the
     mask depends on the input's dtype, as CUDA's fused kernel's does (it maps its Philox numbers to
     elements per vector of 16 bytes: 4 fp32 elements, 8 bf16 ones), so that under one seed an fp32 twin
-    and a 16-bit twin drop other units. A CPU's own dropout draws fp32's mask whatever the dtype."""
+    and a 16-bit twin drop other units. A CPU's own dropout draws fp32's mask whatever the dtype. Like
+    SharedMasks it replaces F.dropout (nothing on any other op), and nests with it either way."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is F.dropout:
-            x = args[0]
-            p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
-            training = args[2] if len(args) > 2 else kwargs.get("training", True)
-            if training and 0 < p < 1 and x.dtype in (torch.bfloat16, torch.float16):
-                n = x.numel()
-                drawn = torch.rand(n + 8, device=x.device)[8:]  # another offset and order than fp32's draw
-                keep = (drawn.flip(0).view(x.shape) >= p).to(x.dtype)
-                return x * keep / (1 - p)
-        return func(*args, **kwargs)
+    def __init__(self):
+        self._native = None
+
+    def __enter__(self):
+        self._native = native = F.dropout
+
+        def dropout(input, p=0.5, training=True, inplace=False):
+            if training and 0 < p < 1 and input.dtype in (torch.bfloat16, torch.float16):
+                drawn = torch.rand(input.numel() + 8, device=input.device)[8:]  # another offset and order than fp32's
+                keep = (drawn.flip(0).view(input.shape) >= p).to(input.dtype)
+                out = input * keep / (1 - p)
+                return input.copy_(out) if inplace else out
+            return native(input, p, training, inplace)
+
+        F.dropout = dropout
+        return self
+
+    def __exit__(self, *exc):
+        F.dropout = self._native
+        return False
