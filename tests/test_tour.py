@@ -116,28 +116,28 @@ def test_the_bundle_is_at_most_8_files_of_the_limit_each_and_says_what_it_left_o
 def test_a_tour_killed_mid_pair_keeps_every_finished_pair_and_finalize_renders_it_as_compare_does(tmp_path):
     bundle = tmp_path / "bundle"
     proc = subprocess.Popen([sys.executable, "-m", "common.runners.tour", "--smoke", "--rounds", "1", "--only",
-                             "folded_ops,set_to_none", "--data", "synthetic", "--bundle", str(bundle)],
+                             "cuda_graphs,folded_ops", "--data", "synthetic", "--bundle", str(bundle)],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     lines = []
     for line in proc.stdout:  # the first pair's line, then kill everything at once, mid second pair
         lines.append(line)
-        if line.startswith("folded_ops/churn"):
+        if line.startswith("cuda_graphs/churn"):
             time.sleep(1.0)
             os.killpg(proc.pid, signal.SIGKILL)
             break
     proc.wait(timeout=60)
-    assert any(x.startswith("folded_ops/churn") for x in lines), "".join(lines)
+    assert any(x.startswith("cuda_graphs/churn") for x in lines), "".join(lines)
     manifest = json.loads((bundle / "tour.json").read_text())
-    assert list(manifest["legs"]) == ["folded_ops"] and len(list(bundle.iterdir())) <= tour.MAX_FILES
+    assert list(manifest["legs"]) == ["cuda_graphs"] and len(list(bundle.iterdir())) <= tour.MAX_FILES
     reports = tmp_path / "reports"
     assert finalize.finalize([str(bundle), "--reports-dir", str(reports)]) == 0
-    md = (reports / "folded_ops.md").read_text()
+    md = (reports / "cuda_graphs.md").read_text()
     assert "Parity of the training loss (passed)" in md and str(reports) in md
-    # what make recipe-folded_ops renders from the same results (compare.finish -> report.render)
+    # what make recipe-cuda_graphs renders from the same results (compare.finish -> report.render)
     from common.analysis.results import Comparison, read_result
     from common.render import report
 
     again = tmp_path / "again"
-    report.render(read_result(reports / "results" / "folded_ops" / "comparison.json", Comparison), again)
-    assert (again / "folded_ops.md").read_text().replace(str(again), str(reports)) == md
+    report.render(read_result(reports / "results" / "cuda_graphs" / "comparison.json", Comparison), again)
+    assert (again / "cuda_graphs.md").read_text().replace(str(again), str(reports)) == md
