@@ -141,3 +141,11 @@ def test_a_tour_killed_mid_pair_keeps_every_finished_pair_and_finalize_renders_i
     again = tmp_path / "again"
     report.render(read_result(reports / "results" / "cuda_graphs" / "comparison.json", Comparison), again)
     assert (again / "cuda_graphs.md").read_text().replace(str(again), str(reports)) == md
+
+
+def test_a_served_pairs_line_is_its_reports_headline(tmp_path):
+    leg = tour.Leg("serving", "serving", "churn", served=True)
+    (tmp_path / "serving.md").write_text("# Serving\n\n## churn\n\n**1.80x faster (95% 1.7-1.9) in the rate sustained "
+                                         "within the SLA.** SLA rate ...\n")
+    line = tour.pair_line(leg, None, 23, 333, tour.served_verdict(tmp_path, leg))
+    assert line.endswith("1.80x faster (95% 1.7-1.9) in the rate sustained within the SLA, 23 s, 333 s left")

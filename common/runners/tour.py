@@ -386,7 +386,7 @@ def tour(argv=None, clock=time.monotonic, run=run_leg, check=preflight) -> int:
                 break
             files = new_files(reports, before)
             comparison = _comparison(reports, leg)
-            line = pair_line(leg, comparison, took, deadline - clock(), kind)
+            line = pair_line(leg, comparison, took, deadline - clock(), served_verdict(reports, leg) or kind)
             status |= kind != "ok"
             if comparison is None and not leg.served and kind != "ok":  # nothing measured: the next sitting retries
                 print(f"{line} (exit {code}; log {env.shown_path(work / f'{leg.name}.log')})", flush=True)
@@ -406,6 +406,15 @@ def tour(argv=None, clock=time.monotonic, run=run_leg, check=preflight) -> int:
 
 def slug(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text).strip("-").lower()
+
+
+def served_verdict(reports: Path, leg: Leg) -> str | None:
+    """A served pair's headline, as its report (rendered by the serving runner) states it."""
+    path = reports / f"{leg.recipe}.md"
+    if not leg.served or not path.exists():
+        return None
+    bold = next((line for line in path.read_text().splitlines() if line.startswith("**")), None)
+    return bold.split("**")[1].rstrip(".") if bold else None
 
 
 def _relative(reports: Path, leg: Leg) -> str | None:
