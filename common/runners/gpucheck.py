@@ -104,43 +104,13 @@ def last_line(text: str) -> str:
     return lines[-1][:300] if lines else "(no output)"
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below pid, read from /proc (Linux; elsewhere none): the ones that left its
-    process group included, as torchrun's ranks do (each starts in its own session)."""
-    children = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        kids = children.get(todo.pop(), [])
-        found += kids
-        todo += kids
-    return found
-
-
 def _stop(proc: subprocess.Popen, grace: float = GRACE_S) -> tuple[str, str]:
     """End a target's whole process group (its recipe processes, torchrun ranks, loader workers, which
-    would otherwise go on holding the GPU): SIGTERM, then SIGKILL; and any process below it that left
-    the group (a torchrun rank, in its own session, which the group's signals miss and which a killed
-    torchrun can no longer stop). Returns what it printed."""
-    below = descendants(proc.pid)  # read first: once their parent is gone they are re-parented
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:  # every process in the group has ended
-            pass
-        if sig == signal.SIGKILL:
-            for pid in below:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, sig)
-        try:
-            return proc.communicate(timeout=grace)
-        except subprocess.TimeoutExpired as e:
-            said = e
+    would otherwise go on holding the GPU) and what left it (launch.stop_group). Returns what it printed."""
+    try:
+        return launch.stop_group(proc, grace, lambda seconds: proc.communicate(timeout=seconds))
+    except subprocess.TimeoutExpired as e:
+        said = e
     # a process outside the group (torchrun starts each rank in its own session) still holds the pipes:
     # the output so far
     proc.kill()

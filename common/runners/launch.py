@@ -12,6 +12,7 @@
   drift over time hits every variant alike.
 """
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -321,6 +322,45 @@ def _signal(proc, sig, group: bool) -> None:
             proc.send_signal(sig) if isinstance(proc, subprocess.Popen) else os.kill(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below pid, read from /proc (Linux; elsewhere none): the ones that left its
+    process group included, as torchrun's ranks do (each starts in its own session)."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def stop_group(proc, grace: float, wait=None):
+    """End a child that leads its own process group: SIGTERM to the group, then SIGKILL to it and to any
+    process below it that left the group (a torchrun rank, in its own session, which the group's signals
+    miss and which a killed torchrun can no longer stop). wait(seconds) waits for the end (default
+    proc.wait) and its value is returned; subprocess.TimeoutExpired if even SIGKILL left it running."""
+    wait = wait or (lambda seconds: proc.wait(timeout=seconds))
+    below = descendants(proc.pid)  # read first: once their parent is gone they are re-parented
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):  # every process in the group has ended
+            os.killpg(proc.pid, sig)
+        if sig == signal.SIGKILL:
+            for pid in below:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+        try:
+            return wait(grace)
+        except subprocess.TimeoutExpired as e:
+            said = e
+    raise said
 
 
 def _start(cmd, target, under, cwd: Path, child_env: dict, cpus, log, session: bool = False):

@@ -141,12 +141,8 @@ def run_leg(cmd: list[str], timeout: float, log: Path) -> tuple[str, int]:
 
 
 def _stop(proc) -> None:
-    for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=wait)
-            return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        launch.stop_group(proc, STOP_GRACE_S)
 
 
 def pair_line(leg: Leg, comparison: Comparison | None, seconds: float, left: float, status: str) -> str:
