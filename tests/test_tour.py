@@ -149,3 +149,52 @@ def test_a_served_pairs_line_is_its_reports_headline(tmp_path):
                                          "within the SLA.** SLA rate ...\n")
     line = tour.pair_line(leg, None, 23, 333, tour.served_verdict(tmp_path, leg))
     assert line.endswith("1.80x faster (95% 1.7-1.9) in the rate sustained within the SLA, 23 s, 333 s left")
+
+
+def test_on_a_gpu_the_runners_read_the_sittings_probe_and_fork_without_the_cpu_warm_up(monkeypatch):
+    """The CUDA branches, on a CPU through a simulated H100: the runners below the tour take the GPU count,
+    the profile and the ceilings from COOKBOOK_DEVICE_SEEN (no probe child), and the fork server a GPU
+    sitting starts skips the C++ backend's warm-up; a GPU's bundle is named after the GPU."""
+    from common.runners import launch
+
+    h100 = device.SIMULATED["H100"]
+    monkeypatch.setenv("COOKBOOK_DEVICE_SEEN", json.dumps({"gpus": 1, "profile": h100.to_json(), "ceiling": True}))
+    monkeypatch.delenv("COOKBOOK_DEVICE_PROFILE", raising=False)
+    launch.cuda_device_count.cache_clear()
+    launch.device_profile.cache_clear()
+
+    def no_child(*args, **kwargs):
+        raise AssertionError(f"a probe child was started: {args}")
+
+    monkeypatch.setattr(launch.subprocess, "run", no_child)
+    try:
+        assert launch.cuda_device_count() == 1 and launch.device_profile(True).name == h100.name
+        launch.ensure_ceiling(True)
+    finally:
+        launch.cuda_device_count.cache_clear()
+        launch.device_profile.cache_clear()
+    started = []
+
+    class Server:
+        def __init__(self, cmd, **kwargs):
+            started.append(cmd)
+            self.stdout, self.pid = __import__("io").StringIO("ready\n"), -1
+
+    monkeypatch.setattr(tour.subprocess, "Popen", Server)
+    monkeypatch.setattr(tour, "_stop", lambda proc: None)
+    monkeypatch.delenv("COOKBOOK_ZYGOTE", raising=False)
+    for cuda in (True, False):
+        with tour.zygote(cuda, True):
+            assert os.environ["COOKBOOK_ZYGOTE"].endswith("socket")
+        assert ("--no-cpu-inductor" in started[-1]) == cuda
+    real = device.DeviceProfile("cuda", "NVIDIA H100 80GB HBM3", [9, 0], 85.0)
+    assert tour.device_key(real, False) == "NVIDIA H100 80GB HBM3" and tour.device_key(h100, False) == "CPU"
+
+
+def test_gpu_check_on_a_gpu_runs_one_target_at_a_time_and_its_tests_with_fresh_children(tmp_path):
+    from common.runners import gpucheck
+
+    tests = next(t for t in gpucheck.targets(False, tmp_path) if t.name == "tests")
+    assert tests.env == {"COOKBOOK_ZYGOTE": "0"} and "-v" in tests.cmd
+    assert next(t for t in gpucheck.targets(True, tmp_path) if t.name == "tests").env is None
+    assert gpucheck.parse_args([]).jobs is None and (gpucheck.default_jobs(False), gpucheck.default_jobs(True)) == (1, 4)

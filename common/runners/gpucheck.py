@@ -146,6 +146,11 @@ def run(target: Target, log: Path, timeout: float) -> tuple[bool, str]:
     return False, f"FAILED  {target.name:<26} {took:6.1f} s  {why}: {last_line(out)} (log: {log})"
 
 
+def default_jobs(smoke: bool) -> int:
+    """On a GPU one target at a time: none shares it; on a CPU (--smoke) four."""
+    return 4 if smoke else 1
+
+
 def parse_args(argv):
     p = OneLineParser(prog="python -m common.runners.gpucheck", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -176,7 +181,7 @@ def main(argv=None) -> int:
         print("\n".join(t.name for t in chosen))
         return 0
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    args.jobs = args.jobs or (4 if args.smoke else 1)  # on a GPU one target at a time: none shares it
+    args.jobs = args.jobs or default_jobs(args.smoke)
     deadline = time.perf_counter() + args.budget
     print(f"gpu-check: device profile: {launch.device_profile(not args.smoke).summary()}", flush=True)
     print(f"gpu-check: {len(chosen)} targets, {args.jobs} at a time, within {args.budget} s; reports and logs in "
