@@ -197,4 +197,5 @@ def test_gpu_check_on_a_gpu_runs_one_target_at_a_time_and_its_tests_with_fresh_c
     tests = next(t for t in gpucheck.targets(False, tmp_path) if t.name == "tests")
     assert tests.env == {"COOKBOOK_ZYGOTE": "0"} and "-v" in tests.cmd
     assert next(t for t in gpucheck.targets(True, tmp_path) if t.name == "tests").env is None
-    assert gpucheck.parse_args([]).jobs is None and (gpucheck.default_jobs(False), gpucheck.default_jobs(True)) == (1, 4)
+    assert gpucheck.parse_args([]).jobs is None
+    assert (gpucheck.default_jobs(False), gpucheck.default_jobs(True)) == (1, 4)  # a GPU, a CPU
