@@ -42,6 +42,12 @@ def check_stepped(recipe: str, what: str) -> str:
     return recipe
 
 
+def compiles(recipe: str) -> bool:
+    """Whether any of the recipe's scripts calls torch.compile (on a CPU its children then want
+    Inductor's C++ backend warmed once: launch.warm_server)."""
+    return any(".compile(" in p.read_text() for p in (RECIPES_DIR / recipe).glob("*.py"))
+
+
 def stepped() -> list[str]:
     """The recipes the step harness runs: every one but the served."""
     return [r for r in available() if not served(r)]

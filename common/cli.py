@@ -137,6 +137,9 @@ def script_parser(prog: str, description: str, workload: str, overrides: dict, p
                    help="also time each phase (data, copy, forward, backward, optimizer) of every timed step with "
                         "CUDA events (perf_counter on CPU); adds a few microseconds per phase, so the diagnosis "
                         "uses it and the recipes do not")
+    p.add_argument("--trace-later", action="store_true",
+                   help="leave the profiled trace unread: the result holds what only this process knows, and the "
+                        "trace is read after the run, on any machine (make tour's children; make finalize reads it)")
     p.add_argument("--memory-dir", metavar="DIR",
                    help="during the profiled steps also record memory: the profiler's memory timeline (HTML) and, "
                         "on CUDA, an allocator snapshot (pickle for https://pytorch.org/memory_viz)")

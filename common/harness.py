@@ -38,6 +38,7 @@ from common.analysis.results import (
     Randomness,
     RunResult,
     Timing,
+    UnreadTrace,
     write_result,
 )
 from common.errors import EXIT_OOM
@@ -274,7 +275,7 @@ class Run:
         m.evidence = yield from stages.profiled(feed, self.device, cfg.profile_steps, self.trace_dir,
                                                 f"{self.pair}_{self.variant}"
                                                 + (f"_rank{self.rank}" if self.world > 1 else ""), memory_dir, phases,
-                                                self._optimizers, mark)
+                                                self._optimizers, mark, later=self.args.trace_later)
         self.stage = "flop count"
         m.flops = yield from stages.counted(feed, self.graph_flops)
         mark("flop count")
@@ -326,7 +327,11 @@ class Run:
             probe_losses = []
         gpu = self._monitor.report()  # started with the timed steps, which finished
         result = self._result("ok")
-        result.timing, result.memory, result.evidence = m.timing, m.memory, m.evidence
+        result.timing, result.memory = m.timing, m.memory
+        if isinstance(m.evidence, UnreadTrace):
+            result.unread = m.evidence
+        else:
+            result.evidence = m.evidence
         result.flops_per_step, result.gpu_monitor, result.warnings = m.flops, gpu, gpu.warnings
         result.losses, result.extra, result.compile = losses, self.extra, stages.compile_stats()
         result.probe_losses = probe_losses

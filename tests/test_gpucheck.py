@@ -19,7 +19,7 @@ def test_the_check_covers_every_recipe_sweep_ladder_and_diagnosis(tmp_path, monk
                      "ladder", "diagnose-churn", "diagnose-resnet18", "doctor-churn", "doctor-resnet18", "doctor-try",
                      "ncu-amp"]
     aa = gpucheck.targets(smoke=False, out=tmp_path)[0]
-    assert aa.alone and "--aa" in aa.cmd and "--rounds" not in aa.cmd  # the real sizes, rounds until it decides
+    assert aa.alone and "--aa" in aa.cmd and aa.cmd[aa.cmd.index("--rounds") + 1] == "3"  # the real sizes, the tour's
     assert "--reports-dir" not in aa.cmd  # into reports/results/amp/aa/, where the reports rendered here cite it
     for t in gpucheck.targets(smoke=False, out=tmp_path)[2:]:
         assert str(tmp_path) in t.cmd  # never over the committed reports
@@ -103,3 +103,27 @@ def test_it_prints_the_device_profile_first_and_says_what_the_gpu_lacks(tmp_path
     assert precision.startswith("ok")
     assert "not applicable on Tesla P100-PCIE-16GB (sm_60, simulated): no TF32" in precision
     assert sweep.startswith("ok") and "no Triton" in sweep
+
+
+def test_a_later_sitting_runs_only_what_an_earlier_one_did_not_pass_at_this_commit_on_this_device(tmp_path,
+                                                                                               monkeypatch, capsys):
+    """About 110 processes do not fit one short stretch of GPU: sittings add up to every target once."""
+    flaky = tmp_path / "flaky"
+    code = f"import os, sys; sys.exit(0 if os.path.exists({str(flaky)!r}) else 1)"
+    stand_ins = [gpucheck.Target("fine", ["-c", "pass"]), gpucheck.Target("flaky", ["-c", code])]
+    ran = []
+    real_run = gpucheck.run
+    monkeypatch.setattr(gpucheck, "targets", lambda smoke, out: stand_ins)
+    monkeypatch.setattr(gpucheck, "run", lambda t, log, timeout: (ran.append(t.name), real_run(t, log, timeout))[1])
+    monkeypatch.setattr(gpucheck, "git_commit", lambda: "0123456789ab")
+    out = tmp_path / "out"
+    assert gpucheck.main(["--smoke", "--out", str(out)]) == 1 and sorted(ran) == ["fine", "flaky"]
+    flaky.touch()
+    ran.clear()
+    assert gpucheck.main(["--smoke", "--out", str(out)]) == 0 and ran == ["flaky"]  # only what failed
+    assert capsys.readouterr().out.splitlines()[-1] == "gpu-check: 1 of 1 ok (1 more passed earlier)"
+    ran.clear()
+    assert gpucheck.main(["--smoke", "--out", str(out), "--again"]) == 0 and sorted(ran) == ["fine", "flaky"]
+    ran.clear()
+    monkeypatch.setattr(gpucheck, "git_commit", lambda: "ba9876543210")  # another commit: everything again
+    assert gpucheck.main(["--smoke", "--out", str(out)]) == 0 and sorted(ran) == ["fine", "flaky"]

@@ -81,3 +81,31 @@ def test_a_sync_is_a_device_read_or_a_sync_call_on_its_own(tmp_path):
 
     ev = profiling.trace_evidence(path, torch.device("cuda"))
     assert ev["syncs_per_step"] == 2 and ev["sync_ms_per_step"] == 0.009
+
+
+def test_a_trace_read_after_its_run_gives_the_evidence_its_run_would_have_written(tmp_path, monkeypatch):
+    """make tour's children leave their traces unread (UnreadTrace, through JSON); make finalize reads
+    them elsewhere: the same evidence, TF32 state, ceilings, parameters and op tables included."""
+    import torch
+
+    from common.analysis.results import Ceilings, UnreadTrace
+    from common.measure import stages
+
+    monkeypatch.setattr(stages.ceiling, "for_run", lambda device: Ceilings(gpu="CPU test", fp32_tflops=0.2,
+                                                                            bf16_tflops=0.4, bandwidth_gbs=20.0))
+    cpu = torch.device("cpu")
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    opt = torch.optim.AdamW(model.parameters())
+    with profiling.profiler(tmp_path, "w", cpu, 2) as prof:
+        for _ in range(3):
+            loss = model(torch.randn(8, 16)).square().mean()
+            loss.item()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+    now = stages.read_evidence(prof, cpu, 2, [opt])
+    unread = stages.unread(prof, cpu, 2, [opt])
+    later = stages.read_trace(UnreadTrace.from_json(json.loads(json.dumps(unread.to_json()))))
+    assert later.to_json() == now.to_json()
+    assert now.syncs_per_step == 1 and now.roofline.ops and unread.params == {"float": 16 * 32 + 32 + 32 * 4 + 4}

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -134,9 +135,15 @@ def test_a_tour_killed_mid_pair_keeps_every_finished_pair_and_finalize_renders_i
     assert finalize.finalize([str(bundle), "--reports-dir", str(reports)]) == 0
     md = (reports / "cuda_graphs.md").read_text()
     assert "Parity of the training loss (passed)" in md and str(reports) in md
-    # what make recipe-cuda_graphs renders from the same results (compare.finish -> report.render)
-    from common.analysis.results import Comparison, read_result
+    from common.analysis.results import Comparison, RunResult, read_result
     from common.render import report
+
+    # the children left their traces unread (the GPU's seconds); finalize read them into the evidence
+    run = read_result(next((reports / "results" / "cuda_graphs").glob("*/churn_slow_r1.json")), RunResult)
+    assert run.evidence is None and Path(run.unread.trace).is_relative_to(reports)
+    done = read_result(reports / "results" / "cuda_graphs" / "comparison.json", Comparison).workloads["churn"]
+    assert done.slow.unread is None and done.slow.evidence.ops_per_step > 0 and "### Profiler evidence" in md
+    # what make recipe-cuda_graphs renders from the same results (compare.finish -> report.render)
 
     again = tmp_path / "again"
     report.render(read_result(reports / "results" / "cuda_graphs" / "comparison.json", Comparison), again)
@@ -180,13 +187,13 @@ def test_on_a_gpu_the_runners_read_the_sittings_probe_and_fork_without_the_cpu_w
             started.append(cmd)
             self.stdout, self.pid = __import__("io").StringIO("ready\n"), -1
 
-    monkeypatch.setattr(tour.subprocess, "Popen", Server)
-    monkeypatch.setattr(tour, "_stop", lambda proc: None)
+    monkeypatch.setattr(launch.subprocess, "Popen", Server)
+    monkeypatch.setattr(launch, "stop_group", lambda proc, grace: None)
     monkeypatch.delenv("COOKBOOK_ZYGOTE", raising=False)
-    for cuda in (True, False):
-        with tour.zygote(cuda, True):
+    for cuda, compiles in ((True, True), (False, True), (False, False)):
+        with launch.warm_server(cuda, compiles):
             assert os.environ["COOKBOOK_ZYGOTE"].endswith("socket")
-        assert ("--no-cpu-inductor" in started[-1]) == cuda
+        assert ("--no-cpu-inductor" in started[-1]) == (cuda or not compiles)  # a GPU's children use Triton
     real = device.DeviceProfile("cuda", "NVIDIA H100 80GB HBM3", [9, 0], 85.0)
     assert tour.device_key(real, False) == "NVIDIA H100 80GB HBM3" and tour.device_key(h100, False) == "CPU"
 

@@ -106,3 +106,30 @@ def test_a_stand_in_passes_sigterm_on_and_its_child_dies_with_it(tmp_path):
         time.sleep(0.1)
     else:
         pytest.fail(f"the rank {child} outlived its killed stand-in")
+
+
+def test_a_child_pinned_to_fewer_cores_runs_as_many_torch_threads_as_a_fresh_process_would(tmp_path):
+    """torch sizes its thread pool from the cores it may use when it is imported: in the server, over the
+    server's cores. A child pinned to fewer that kept the server's count would oversubscribe its cores
+    and time other steps than a fresh process pinned alike."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("one core: no fewer to pin to")
+    plain = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "COOKBOOK_ZYGOTE")}
+    plain["PYTHONPATH"] = str(launch.env.REPO_ROOT)
+    sock = tmp_path / "socket"
+    server = subprocess.Popen([sys.executable, "-m", "common.measure.zygote", "--socket", str(sock),
+                               "--no-cpu-inductor"], stdout=subprocess.PIPE, text=True, env=plain)
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        (tmp_path / "threads.py").write_text("import torch\nprint(torch.get_num_threads())\n")
+        for pinned in (cores[:1], cores):
+            fresh = subprocess.run([sys.executable, str(tmp_path / "threads.py")], env=plain, capture_output=True,
+                                   text=True, preexec_fn=lambda p=pinned: os.sched_setaffinity(0, p))
+            with open(tmp_path / "threads.log", "w") as log:
+                child = launch.Forked(str(sock), "threads", [], tmp_path, plain, pinned, log)
+                assert child.wait(timeout=60) == 0
+            assert (tmp_path / "threads.log").read_text().strip() == fresh.stdout.strip(), pinned
+    finally:
+        server.kill()
+        server.wait()

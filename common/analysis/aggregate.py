@@ -23,7 +23,7 @@ def aggregate(runs: list[RunResult]) -> VariantAggregate:
     for f in fields(HostFigures):  # each the median of the Timing field of the same name
         values = [getattr(r.timing, f.name) for r in runs if getattr(r.timing, f.name) is not None]
         setattr(host, f.name, median(values) if values else None)
-    profiled = next((r for r in runs if r.evidence is not None), first)
+    profiled = next((r for r in runs if r.evidence is not None or r.unread is not None), first)
     med = median(medians)
     return VariantAggregate(
         status="ok", **base, process_medians_ms=medians, median_ms=med, between_cv=stats.cv(medians),
@@ -32,7 +32,8 @@ def aggregate(runs: list[RunResult]) -> VariantAggregate:
         warmup_s=[r.timing.warmup_s for r in runs], host=host,
         memory=max((r.memory for r in runs), key=lambda m: m.peak_mb),
         evidence=profiled.evidence, flops_per_step=profiled.flops_per_step, bytes_per_step=first.bytes_per_step,
-        compile=profiled.compile, gpu_monitor=first.gpu_monitor, ceiling=ceiling.cached(first.env), extra=first.extra)
+        compile=profiled.compile, gpu_monitor=first.gpu_monitor, ceiling=ceiling.cached(first.env), extra=first.extra,
+        unread=profiled.unread)
 
 
 # The learning probe: what a twin must match once both train on one batch again and again. Any model

@@ -348,6 +348,21 @@ class Evidence(Record):
 
 
 @dataclass
+class UnreadTrace(Record):
+    """A profiled window whose trace is read after the run, on any machine (`make tour`'s children:
+    make finalize reads it), with what the reading needs that only the process knew; then it becomes
+    the Evidence the process would have written (common.measure.stages.read_trace)."""
+    trace: str
+    device: str  # "cuda" or "cpu"
+    steps: int  # profiled steps
+    views: OpViews  # the profiler's own tables (key_averages), which only the process holds
+    ceilings: Ceilings | None  # this device's, for the roofline
+    tf32: list[bool]  # (matmuls, convolutions) as the process ran them
+    params: dict[str, int]  # the optimizers' parameter elements by dtype (trainstate.parameter_elements)
+    memory: MemoryArtifacts | None = None
+
+
+@dataclass
 class Oom(Record):
     batch_size: int
     stage: str
@@ -454,6 +469,7 @@ class RunResult(Record):
     timeline: dict[str, float] = optional()
     started: float | None = optional()
     randomness: Randomness | None = optional()
+    unread: UnreadTrace | None = optional()  # evidence still to read from its trace
 
 
 # --- a variant over processes, a comparison, a ladder ------------------------------------------------
@@ -541,6 +557,7 @@ class VariantAggregate(Record):
     gpu_monitor: GpuReport | None = None
     ceiling: Ceilings | None = None
     extra: dict = field(default_factory=dict)  # what the script added to its (first) result
+    unread: UnreadTrace | None = optional()  # evidence still to read (common.measure.unread)
 
 
 @dataclass

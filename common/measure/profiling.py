@@ -90,11 +90,11 @@ def op_kind(name: str) -> str:
     return next((kind for kind, keys in OP_KINDS if any(k in low for k in keys)), "other")
 
 
-def op_views(prof, device: torch.device, steps: int, exclude: set[str]) -> OpViews:
-    """The seed's four views, per step, top rows only."""
+def op_views(averages, device: torch.device, steps: int, exclude: set[str]) -> OpViews:
+    """The seed's four views, per step, top rows only, from a profiler's key_averages()."""
     cuda = device.type == "cuda"
     rows = []
-    for e in prof.key_averages():
+    for e in averages:
         if e.key.startswith("ProfilerStep") or e.key in exclude:
             continue
         rows.append(OpRow(

@@ -17,7 +17,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from common import env
 from common.analysis import roofline, stats, traces
-from common.analysis.results import CompileStats, Evidence, PhaseEvidence, Timing
+from common.analysis.results import CompileStats, Evidence, PhaseEvidence, Timing, UnreadTrace
 from common.measure import ceiling, cpu_time, hta, memory, tf32, trainstate
 from common.measure.nvtx import Ranges, kernel_window
 from common.measure.profiling import mark_rank, memory_artifacts, op_views, profiler, trace_evidence
@@ -143,10 +143,12 @@ def timed(feed: Callable, device: torch.device, n: int, batch_size: int, warm: W
 
 
 def profiled(feed: Callable, device: torch.device, steps: int, trace_dir: Path, worker: str,
-             memory_dir: Path | None, phases: Phases, optimizers=(), mark=lambda name: None) -> Stage:
+             memory_dir: Path | None, phases: Phases, optimizers=(), mark=lambda name: None,
+             later: bool = False) -> Stage:
     """torch.profiler over 1 warm-up + `steps` active steps: the trace and its Evidence (None with
     no profiled steps); with a memory folder, the memory timeline and (CUDA) snapshot. Never timed.
-    mark(name) as the steps, the trace's export and its reading end (the run's timeline)."""
+    later: the trace left unread (an UnreadTrace, read after the run by read_trace), so that the
+    process ends seconds sooner. mark(name) as the steps, the trace's export and its reading end."""
     if not steps:
         return None
     snapshot = memory_dir is not None and device.type == "cuda"
@@ -162,26 +164,43 @@ def profiled(feed: Callable, device: torch.device, steps: int, trace_dir: Path, 
             mark_rank(prof)
         phases.profiling = False
     mark("export")
-    evidence = read_evidence(prof, device, steps, optimizers)
+    found = unread(prof, device, steps, optimizers)
     if memory_dir is not None:
-        evidence.memory = memory_artifacts(prof, memory_dir, worker, device, snapshot)
+        found.memory = memory_artifacts(prof, memory_dir, worker, device, snapshot)
+    if not later:
+        found = read_trace(found)
     mark("analysis")
-    return evidence
+    return found
 
 
 def read_evidence(prof, device: torch.device, steps: int | None = None, optimizers=()) -> Evidence:
-    """What a finished profiler's trace shows, per step: the trace's counts and times, the seed's op
-    views, HTA's reading, each op against this machine's ceilings (the roofline; the optimizers'
-    parameters size its foreach and fused ops) and each kernel's time. `steps`: the profiled steps
-    (default: as many as the trace holds)."""
-    found = trace_evidence(prof.trace_path, device, PHASES)
+    """What a finished profiler's trace shows, per step (see read_trace). `steps`: the profiled steps
+    (default: as many as the profiler recorded)."""
+    return read_trace(unread(prof, device, steps, optimizers))
+
+
+def unread(prof, device: torch.device, steps: int | None, optimizers=()) -> UnreadTrace:
+    """What only this process can tell of its profiled window: the profiler's op tables, this device's
+    ceilings, TF32 as it ran, the optimizers' parameters. The rest is in the trace (read_trace)."""
+    averages = prof.key_averages()
+    n = steps or max(sum(1 for e in averages if e.key.startswith("ProfilerStep#")), 1)
+    return UnreadTrace(trace=str(prof.trace_path), device=device.type, steps=n,
+                       views=op_views(averages, device, n, set(PHASES)), ceilings=ceiling.for_run(device),
+                       tf32=list(tf32.state()), params=trainstate.parameter_elements(optimizers))
+
+
+def read_trace(u: UnreadTrace) -> Evidence:
+    """The evidence of a profiled window, from its trace and what its process recorded: the trace's
+    counts and times, the seed's op views, HTA's reading, each op against the device's ceilings (the
+    roofline; the optimizers' parameters size its foreach and fused ops) and each kernel's time. The
+    same on any machine, so a trace read after its run gives what the run would have written."""
+    device = torch.device(u.device)  # a type only: no CUDA is touched
+    found = trace_evidence(u.trace, device, PHASES)
     found["phases"] = {p: PhaseEvidence(**v) for p, v in found["phases"].items()}
-    n = steps or max(found["profiled_steps"], 1)
-    events, traced = traces.profiled(prof.trace_path)
-    roof = roofline.of_events(events, traced, device.type == "cuda", ceiling.for_run(device), tf32.state(),
-                              trainstate.parameter_elements(optimizers))
-    return Evidence(trace=str(prof.trace_path), **found, views=op_views(prof, device, n, set(PHASES)),
-                    hta=hta.read(prof.trace_path, device), roofline=roof, kernel_ms=roofline.kernel_ms(events, traced))
+    events, traced = traces.profiled(u.trace)
+    roof = roofline.of_events(events, traced, device.type == "cuda", u.ceilings, tuple(u.tf32), u.params)
+    return Evidence(trace=u.trace, **found, views=u.views, memory=u.memory, hta=hta.read(u.trace, device),
+                    roofline=roof, kernel_ms=roofline.kernel_ms(events, traced))
 
 
 def counted(feed: Callable, recorded_flops: float | None) -> Stage:

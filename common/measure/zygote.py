@@ -40,6 +40,9 @@ PRELOAD = ("numpy", "torch", "torch._dynamo", "torch.profiler", "torch.utils.flo
 def serve(path: str, cpu_inductor: bool = True) -> None:
     for name in PRELOAD:
         importlib.import_module(name)
+    import torch
+
+    _SERVED.update(cores=sorted(os.sched_getaffinity(0)), threads=torch.get_num_threads())
     if cpu_inductor:  # Inductor's C++ backend (a CPU run); a GPU's children compile with Triton
         warm_inductor()  # before "ready": no child's budget waits for it
     # the imports' garbage freed and given back to the system, the rest frozen out of the collector: a
@@ -94,11 +97,7 @@ def _child(conn: socket.socket) -> None:
         os.environ.update(request["env"])
         if request["cpus"] and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, request["cpus"])
-        threads = os.environ.get("OMP_NUM_THREADS", "")
-        if threads.isdigit():
-            import torch
-
-            torch.set_num_threads(int(threads))
+        _set_threads(os.environ.get("OMP_NUM_THREADS", ""), request["cpus"])
         if request.get("tied"):  # a torchrun rank's stand-in (zygote_client): this child ends with it
             threading.Thread(target=_end_with, args=(conn,), daemon=True).start()
         os.dup2(fds[0], 1)
@@ -119,6 +118,21 @@ def _child(conn: socket.socket) -> None:
             conn.send(str(code).encode())
         finally:
             os._exit(code)
+
+
+def _set_threads(given: str, cpus: list[int]) -> None:
+    """torch's thread count as a fresh process would pick it: OMP_NUM_THREADS, else one per core it
+    may use (torch reads the affinity once, at import: here, in the server, over the server's cores),
+    in the server's proportion of threads to cores (a machine with two hardware threads per core)."""
+    import torch
+
+    if given.isdigit():
+        torch.set_num_threads(int(given))
+    elif cpus and len(cpus) != len(_SERVED["cores"]):
+        torch.set_num_threads(max(1, round(_SERVED["threads"] * len(cpus) / len(_SERVED["cores"]))))
+
+
+_SERVED = {}  # the server's own cores and torch's threads over them
 
 
 def _end_with(conn: socket.socket) -> None:

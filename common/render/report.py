@@ -534,6 +534,10 @@ def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
         for name, v in _variants(entry):
             if v.evidence:
                 lines.append(f"- {workload} {name}: `{env.shown_path(v.evidence.trace)}`")
+            elif v.unread:  # a tour's child left it for make finalize, which reads it where it came back
+                lines.append(f"- {workload} {name}: `{env.shown_path(v.unread.trace)}`, not read: "
+                             + ("`make finalize` reads it into the evidence" if Path(v.unread.trace).exists()
+                                else "it did not come back with the bundle"))
     lines += ["", "- TensorBoard: `make tensorboard`, then open http://127.0.0.1:6006/#pytorch_profiler",
               "- Perfetto: open https://ui.perfetto.dev and drop a `.pt.trace.json` file on it",
               f"- Nsight Systems (NVTX ranges per step and phase): `make nsys-{recipe}` where `nsys` is installed", "",

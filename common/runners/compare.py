@@ -67,7 +67,8 @@ def parse_args(argv):
                    help=f"for recipes with a memory-budget search (checkpointing): the budget (default "
                         f"{budget.DEFAULT_GB:g}, the seed's T4); 0 skips the search")
     p.add_argument("--no-report", action="store_true",
-                   help="write the results and comparison.json only; render later (make tour's pairs: make finalize)")
+                   help="write the results and comparison.json only, each profiled trace unread; the report and the "
+                        "traces are read later, on any machine (make tour's pairs: make finalize)")
     p.add_argument("--aa", action="store_true",
                    help="A/A: the slow script in both roles, to measure this machine's noise floor and check the "
                         "pipeline (no report is written; results under reports/results/<recipe>/aa/)")
@@ -211,6 +212,8 @@ def run_variant(plan: Plan, workload, variant, round_no, read=RunResult) -> laun
     flags = ["--trace-dir", str(plan.traces_dir / f"{workload}_{variant}")] + plan.script_flags[workload]
     if round_no > 1:
         flags += ["--profile-steps", "0", "--probe-steps", "0"]  # the evidence and the parity come from round 1
+    elif plan.no_report and not plan.nproc:  # its trace read with the report, afterwards (make finalize)
+        flags += ["--trace-later"]
     module = ["-m", f"recipes.{plan.recipe}.{workload}_{'slow' if plan.aa else variant}"]
     if plan.machines:  # one launch across the machines, joined at node 0's endpoint; global rank 0 writes
         module = ["-m", "torch.distributed.run",
@@ -424,16 +427,17 @@ def compare(argv=None) -> int:
               "every node", flush=True)
         nodes.join_check(plan.machines, plan.nproc, "cuda" if plan.cuda else "cpu")
     launch.make_folder(plan.results_dir, plan.reports_dir)  # every input has passed: now the first write
-    if plan.machines and plan.machines.node_rank:  # node 0 aggregates and writes the report; this node runs its share
-        return nodes.follow(lambda w, v, r: run_variant(plan, w, v, r, read=None), plan.workloads,
-                            plan.rounds.most, launch.alternating)
-    if plan.not_applicable:
+    if plan.not_applicable and not (plan.machines and plan.machines.node_rank):
         return not_applicable(plan)
-    with file_lock(plan.recipe_results / ".running.lock", blocking=False) as alone:
-        if not alone:
-            print(f"warning: another {plan.recipe} comparison is running: the two disturb each other's timings "
-                  "(their files stay apart)", file=sys.stderr, flush=True)
-        comparison = run_all(plan)
+    with launch.warm_server(plan.cuda, catalog.compiles(plan.recipe)):
+        if plan.machines and plan.machines.node_rank:  # node 0 writes the report; this node runs its share
+            return nodes.follow(lambda w, v, r: run_variant(plan, w, v, r, read=None), plan.workloads,
+                                plan.rounds.most, launch.alternating)
+        with file_lock(plan.recipe_results / ".running.lock", blocking=False) as alone:
+            if not alone:
+                print(f"warning: another {plan.recipe} comparison is running: the two disturb each other's "
+                      "timings (their files stay apart)", file=sys.stderr, flush=True)
+            comparison = run_all(plan)
     return finish(plan, comparison)
 
 

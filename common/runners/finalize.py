@@ -17,7 +17,7 @@ from common.analysis.results import Comparison, atomic_write_text, read_result
 from common.cli import OneLineParser
 from common.errors import CookbookError, exit_with
 from common.render import index, readme, report
-from common.runners import tour
+from common.runners import launch, tour
 
 
 def parse_args(argv):
@@ -47,6 +47,18 @@ def place(bundle: Path, manifest: dict, reports: Path) -> None:
                     shutil.copyfile(src, dst)
 
 
+def read_traces(comparisons: list[Path]) -> None:
+    """The traces the tour's children left unread, read into their comparisons' evidence, in one child
+    (common.measure.unread: torch's trace reading stays out of the runners)."""
+    if not comparisons:
+        return
+    proc = launch.process(["-m", "common.measure.unread"], [str(p) for p in comparisons], None)
+    said = proc.stdout.read()
+    if proc.wait() != 0:
+        raise CookbookError("reading the bundle's traces failed (python -m common.measure.unread): "
+                            + (said.strip().splitlines() or ["no output"])[-1])
+
+
 def merge_ledger(manifest: dict, path: Path | None = None) -> bool:
     """A GPU bundle's seconds per process, by leg, into the ledger for its device (not a CPU's)."""
     if manifest["device"].startswith("CPU") or not manifest.get("costs"):
@@ -65,13 +77,13 @@ def finalize(argv=None) -> int:
     if manifest is None:
         raise CookbookError(f"{bundle}: no tour.json there; pass the folder make tour wrote (its last line names it)")
     place(bundle, manifest, reports)
+    rendered = {name: reports / leg["comparison"] for name, leg in manifest["legs"].items()
+                if not leg["aa"] and leg["comparison"]}  # the A/A has no report; a served pair's came rendered
+    read_traces(list(rendered.values()))
     written = []
     for name, leg in manifest["legs"].items():
-        if leg["aa"] or not leg["comparison"]:  # the A/A has no report; a served pair's came rendered
-            print(f"{name:<18} {leg['line']}")
-            continue
-        comparison = read_result(reports / leg["comparison"], Comparison, "make tour")
-        written += report.render(comparison, reports)
+        if name in rendered:
+            written += report.render(read_result(rendered[name], Comparison, "make tour"), reports)
         print(f"{name:<18} {leg['line']}")
     written += index.render(reports)
     if reports == (env.REPO_ROOT / "reports").resolve() and not manifest["device"].startswith("CPU"):

@@ -1,24 +1,31 @@
 """`make gpu-check`: everything once, at small sizes, in one call: the first thing to run on a GPU.
 
-    python -m common.runners.gpucheck [--budget SECONDS] [--jobs N] [--only TARGET,...] [--smoke] [--list]
+    python -m common.runners.gpucheck [--budget SECONDS] [--jobs N] [--only TARGET,...] [--again] [--smoke]
+                                      [--list]
 
-First, alone on the machine, an A/A at the real sizes: amp's churn slow script against itself
-(compare --aa), whose interval ("A/A: 1.00x, 0.98-1.02") is this machine's noise floor; it lands in
-reports/results/amp/aa/, where every recipe report rendered here cites it. Then the GPU-relevant
-tests, every recipe, every sweep (both ends of its range), the ladders, both diagnoses, the doctor on
-both baselines, the doctor's --try on a baseline (every fix applied from outside and timed), amp's
-ResNet-18 kernels under ncu (where it is installed), and (inside the
+First, alone on the machine, an A/A at the real sizes in 3 rounds (the tour's): amp's churn slow
+script against itself (compare --aa), whose interval ("A/A: 1.00x, 0.98-1.02") is this machine's
+noise floor; it lands in reports/results/amp/aa/, where every recipe report rendered here cites it.
+Then the GPU-relevant tests, every recipe, every sweep (both ends of its range), the ladders, both
+diagnoses, the doctor on both baselines, the doctor's --try on a baseline (every fix applied from
+outside and timed), amp's ResNet-18 kernels under ncu (where it is installed), and (inside the
 checkpointing recipe) the memory-budget search, each once with few steps, one target at a time on a
 GPU (`--jobs`; 4 with --smoke on a CPU): about 110 processes start, each forked from a server that
 has imported torch (common.measure.zygote) and paying CUDA's start-up itself; their timings mean
-nothing, they are not the point. The tests target runs verbose and without the fork server's CPU
-warm-up, so that its log has its first line within seconds. One line
-per target as it ends: ok, or what failed with the last line it printed and its log. Their reports
-go to reports/results/gpu-check/ (not tracked), never over the committed reports. Without CUDA it
-runs only with --smoke (the CPU sizes, for tests).
+nothing, they are not the point. The tests target runs verbose and with fresh children (no fork
+server to warm), so that its log has its first line within seconds. One line per target as it
+ends: ok, or what failed with the last line it printed and its log. Their reports go to
+reports/results/gpu-check/ (not tracked), never over the committed reports. Without CUDA it runs
+only with --smoke (the CPU sizes, for tests).
+
+Every target at once does not fit one short stretch of GPU (about 110 processes, each paying CUDA's
+start): a target that passed is kept in OUT/passed.json with the commit and the device, and the next
+`make gpu-check` there runs only the others (`--again`: all of them), so that sittings add up to
+every target once.
 """
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -30,10 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import catalog
+from common.analysis.results import atomic_write_text
 from common.cli import OneLineParser, pick, positive_int
-from common.env import REPO_ROOT
+from common.env import REPO_ROOT, git_commit
 from common.errors import CookbookError, exit_with
-from common.runners import launch, tour
+from common.runners import launch
 
 # the tests whose code paths differ on a GPU: CUDA-only tests, the GPU paths, the GPU trace readers
 GPU_TESTS = ("tests/test_techniques.py::test_a_captured_step_trains_like_the_eager_one", "tests/test_gpu_paths.py",
@@ -44,8 +52,8 @@ DOCTOR_FEW = ["--warmup", "3", "--steps", "10", "--time", "5", "--profile-steps"
 
 
 NOT_APPLICABLE = "not applicable on "  # what a recipe, a sweep or a ladder rung prints where the GPU lacks it
-AA_SECONDS = 200  # the A/A's share of the budget at most: 6 to 12 processes of a few seconds
-TRY_BUDGET = 150  # the doctor's --try on a baseline, within the check's budget
+AA_SECONDS = 120  # the A/A's share of the budget at most: its 6 processes (12 s each on an H200)
+TRY_BUDGET = 90  # the doctor's --try on a baseline, within the check's budget
 GRACE_S = 5  # a timed-out target's processes get this long after SIGTERM, then SIGKILL
 RUNNING = set()  # the targets' processes now running (Popen), each the leader of its own process group
 
@@ -65,7 +73,7 @@ def targets(smoke: bool, out: Path) -> list[Target]:
     tail = [] if smoke else ["--", *FEW_STEPS]
     common = ["--rounds", "1", "--reports-dir", str(out), *size]
     # the noise floor at the recipes' real sizes (smoke: two rounds, an interval), into reports/results
-    rounds = ["--rounds", "2"] if smoke else ["--max-rounds", "6"]
+    rounds = ["--rounds", "2" if smoke else "3"]
     found = [Target("aa", ["-m", "common.runners.compare", "amp", "--aa", "--workloads", "churn", *rounds, *size,
                            *(["--reports-dir", str(out)] if smoke else [])], alone=True, tells="A/A: ")]
     # verbose: a line per test as it passes; on a GPU its children start fresh (a few: no fork server to warm)
@@ -146,6 +154,20 @@ def run(target: Target, log: Path, timeout: float) -> tuple[bool, str]:
     return False, f"FAILED  {target.name:<26} {took:6.1f} s  {why}: {last_line(out)} (log: {log})"
 
 
+def passed_before(out: Path, key: dict) -> list[str]:
+    """The targets an earlier sitting passed with this commit on this device (none after a change)."""
+    try:
+        kept = json.loads((out / "passed.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return kept.get("passed", []) if {k: kept.get(k) for k in key} == key and not key["commit"].endswith("-dirty") \
+        else []
+
+
+def keep_passed(out: Path, key: dict, passed: list[str]) -> None:
+    atomic_write_text(out / "passed.json", json.dumps({**key, "passed": sorted(set(passed))}, indent=1) + "\n")
+
+
 def default_jobs(smoke: bool) -> int:
     """On a GPU one target at a time: none shares it; on a CPU (--smoke) four."""
     return 4 if smoke else 1
@@ -160,6 +182,8 @@ def parse_args(argv):
     p.add_argument("--only", help="comma-separated target names (see --list)")
     p.add_argument("--smoke", action="store_true", help="CPU sizes: how the tests check this without a GPU")
     p.add_argument("--list", action="store_true", help="print the targets and exit")
+    p.add_argument("--again", action="store_true",
+                   help="run every target, also those an earlier sitting passed with this commit on this device")
     p.add_argument("--out", default=str(REPO_ROOT / "reports" / "results" / "gpu-check"), metavar="DIR",
                    type=lambda d: str(Path(d).absolute()), help="reports and logs (default reports/results/gpu-check)")
     return p.parse_args(argv)
@@ -183,7 +207,15 @@ def main(argv=None) -> int:
     (out / "logs").mkdir(parents=True, exist_ok=True)
     args.jobs = args.jobs or default_jobs(args.smoke)
     deadline = time.perf_counter() + args.budget
-    print(f"gpu-check: device profile: {launch.device_profile(not args.smoke).summary()}", flush=True)
+    profile = launch.device_profile(not args.smoke)
+    key = {"commit": git_commit(), "device": profile.name}
+    passed = [] if args.again else passed_before(out, key)
+    done = [t.name for t in chosen if t.name in passed]
+    chosen = [t for t in chosen if t.name not in passed]
+    print(f"gpu-check: device profile: {profile.summary()}", flush=True)
+    if done:
+        print(f"gpu-check: {len(done)} target(s) passed in an earlier sitting at {key['commit']} on this device "
+              f"(--again runs them too): {', '.join(done)}", flush=True)
     print(f"gpu-check: {len(chosen)} targets, {args.jobs} at a time, within {args.budget} s; reports and logs in "
           f"{out}", flush=True)
 
@@ -199,11 +231,14 @@ def main(argv=None) -> int:
         print(line, flush=True)
         if not ok:
             failed.append(target.name)
+        elif not key["commit"].endswith("-dirty"):  # kept as it ends: a sitting cut off keeps what passed
+            passed.append(target.name)
+            keep_passed(out, key, passed)
 
     # the targets run in their own sessions, out of reach of Ctrl-C or a kill of the check's process group:
     # either ends them here (SIGTERM read as Ctrl-C)
     # every target's children forked warm from one server (the tour's), which never touches CUDA
-    with tour.zygote(not args.smoke, True):
+    with launch.warm_server(not args.smoke, compiles=True):
         before = signal.signal(signal.SIGTERM, signal.default_int_handler)
         pool = ThreadPoolExecutor(args.jobs)
         try:
@@ -222,7 +257,8 @@ def main(argv=None) -> int:
             pool.shutdown()
             signal.signal(signal.SIGTERM, before)
     print(f"gpu-check: {len(chosen) - len(failed)} of {len(chosen)} ok" + (f"; failed: {', '.join(sorted(failed))}"
-                                                                          if failed else ""), flush=True)
+                                                                          if failed else "")
+          + (f" ({len(done)} more passed earlier)" if done else ""), flush=True)
     return 1 if failed else 0
 
 

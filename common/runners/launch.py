@@ -16,10 +16,12 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -299,6 +301,35 @@ def process(target: list[str], argv: list[str], log, extra_env=None):
     End it with end()."""
     child_env = {**os.environ, **(extra_env or {}), "PYTHONPATH": _pythonpath()}
     return _start([sys.executable, *target, *argv], target, (), env.REPO_ROOT, child_env, None, log, session=True)
+
+
+@contextlib.contextmanager
+def warm_server(cuda: bool, compiles: bool = False, wanted: bool = True):
+    """Every child below forked from one server that has imported torch and the harness and never
+    touched CUDA (common.measure.zygote): a child then starts in milliseconds, not the seconds of
+    torch's import, and initialises CUDA itself. Not where one serves already (a tour's, the test
+    suite's) or COOKBOOK_ZYGOTE=0 says so (each child a fresh interpreter; so does wanted=False).
+    compiles: the children compile on a CPU, so Inductor's C++ backend is warmed once (~10 s)."""
+    if not wanted or os.environ.get(env.ZYGOTE_ENV):
+        yield
+        return
+    folder = Path(tempfile.mkdtemp(prefix="cookbook-zygote-"))  # short: a socket's path has 107 bytes at most
+    sock = folder / "socket"
+    cmd = [sys.executable, "-m", "common.measure.zygote", "--socket", str(sock)]
+    cmd += [] if compiles and not cuda else ["--no-cpu-inductor"]
+    proc = subprocess.Popen(cmd, cwd=env.REPO_ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": _pythonpath()})
+    try:
+        if proc.stdout.readline().strip() == "ready":
+            os.environ[env.ZYGOTE_ENV] = str(sock)
+        else:
+            print("the fork server did not start: each child starts as a fresh interpreter", flush=True)
+        yield
+    finally:
+        os.environ.pop(env.ZYGOTE_ENV, None)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            stop_group(proc, 5)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _pythonpath() -> str:

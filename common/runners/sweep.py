@@ -113,6 +113,11 @@ def make_plan(argv) -> SweepPlan:
 
 def run_sweep(argv) -> tuple[SweepResult, Path]:
     plan = make_plan(argv)
+    with launch.warm_server(plan.cuda, catalog.compiles(plan.recipe)):
+        return _swept(plan, argv)
+
+
+def _swept(plan: SweepPlan, argv) -> tuple[SweepResult, Path]:
     recipe, spec, values, rounds, cpus, flags = plan.recipe, plan.spec, plan.values, plan.rounds, plan.cpus, plan.flags
     out_dir = launch.make_folder(plan.out_dir, plan.reports_dir)  # every input has passed: now the first write
     pair = spec["pair"]

@@ -22,12 +22,10 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -246,31 +244,6 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-@contextlib.contextmanager
-def zygote(cuda: bool, wanted: bool):
-    """Children forked from one warm server (its socket in env.ZYGOTE_ENV for every runner below), or
-    as they are: off, or one already serves (the test suite's)."""
-    if not wanted or os.environ.get(env.ZYGOTE_ENV):
-        yield
-        return
-    folder = Path(tempfile.mkdtemp(prefix="cookbook-zygote-"))  # short: a socket's path has 107 bytes at most
-    sock = folder / "socket"
-    cmd = [sys.executable, "-m", "common.measure.zygote", "--socket", str(sock)] + ["--no-cpu-inductor"] * cuda
-    proc = subprocess.Popen(cmd, cwd=env.REPO_ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": launch._pythonpath()})
-    try:
-        ready = proc.stdout.readline().strip() == "ready"
-        if ready:
-            os.environ[env.ZYGOTE_ENV] = str(sock)
-        else:
-            print("tour: the fork server did not start; each child starts as a fresh interpreter", flush=True)
-        yield
-    finally:
-        os.environ.pop(env.ZYGOTE_ENV, None)
-        _stop(proc)
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 def prepare_data(plan: list[Leg], args) -> None:
     """Each workload's data read, downloaded or synthesized once, under the loaders' own locks and
     caches, before the first child: a fresh machine's download is not a child's start-up (nor the
@@ -360,7 +333,7 @@ def tour(argv=None, clock=time.monotonic, run=run_leg, check=preflight) -> int:
                                                   "profile": profile.to_json() if cuda else None, "ceiling": True})
     if check is preflight:  # the tests' stand-in preflight needs no data either
         prepare_data(todo, args)
-    with zygote(cuda, not args.no_zygote):
+    with launch.warm_server(cuda, compiles=True, wanted=not args.no_zygote):
         why = check(todo, work, args)
         if why:
             print(f"tour: stopped before the first pair: {why}", file=sys.stderr, flush=True)
