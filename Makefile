@@ -26,14 +26,30 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z%_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 	@echo "Recipes: $(RECIPES). Extra runner flags: ARGS='--smoke' or ARGS='--rounds 5 -- --steps 200'."
 
-# The venv holds exactly the lock (the versions CI tests); redone only when the lock changes.
+# The venv holds exactly the lock (the versions CI tests); redone only when the lock changes. First, where
+# nvidia-smi sees a GPU that the locked torch (CUDA 13) cannot use, one line says what to run instead
+# (common/startup.py): TORCH_INDEX=cu126 installs the same torch built for CUDA 12.6 over the lock's,
+# and the venv keeps that choice (.venv/.torch-index) until another is given.
+RECORDED_INDEX := $(shell cat $(VENV)/.torch-index 2>/dev/null)
+TORCH_INDEX ?= $(RECORDED_INDEX)
+SKIP_GPU_CHECK ?=
+LOCKED = $(shell sed -n 's/^$(1)==\([^ ;]*\).*/\1/p' requirements.lock)
+ifneq ($(TORCH_INDEX),$(RECORDED_INDEX))
+$(VENV)/.installed: FORCE
+endif
+FORCE:
+
 $(VENV)/.installed: requirements.lock
+	@$(if $(TORCH_INDEX)$(SKIP_GPU_CHECK),,python3 -m common.startup --setup)
 	rm -rf $(VENV)
 	python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -r requirements.lock
+	$(if $(TORCH_INDEX),$(VENV)/bin/python -m pip install torch==$(call LOCKED,torch)+$(TORCH_INDEX) \
+		torchvision==$(call LOCKED,torchvision)+$(TORCH_INDEX) --index-url https://download.pytorch.org/whl/$(TORCH_INDEX) \
+		&& echo $(TORCH_INDEX) > $(VENV)/.torch-index)
 	touch $@
 
-setup: $(SETUP) ## create .venv from requirements.lock (automatic for every target)
+setup: $(SETUP) ## create .venv from requirements.lock (automatic for every target; TORCH_INDEX=cu126 for an older driver or GPU)
 
 UV_VERSION := 0.13.9
 # uv runs from its own venv so the project's venv stays exactly the lock

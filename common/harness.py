@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from common import catalog, cli, env, presets
+from common import catalog, cli, env, presets, startup
 from common.analysis.results import (
     ANSWERS_KEPT,
     CompileStats,
@@ -53,6 +53,7 @@ from common.measure.timeline import Timeline
 from common.measure.timing import PhaseTimer, synchronize
 
 IMPORTED_AT = time.time()  # torch and the harness imported: the timeline's "imports"
+startup.check_torch(Path(sys.argv[0]).stem or "harness")  # an old torch: one line now, not an error at the run's end
 
 PLAIN_STEPS = 10_000  # batches a plain run hands out at most (env.PLAIN_ENV)
 

@@ -1,3 +1,4 @@
+import os
 import pickle
 import shutil
 import subprocess
@@ -13,6 +14,8 @@ from torchvision.datasets import CIFAR10
 from common.errors import CookbookError
 from common.workloads import cifar10
 from common.workloads.device_batches import CropFlipNormalize, DeviceBatches, crop_boxes
+
+from conftest import REPO
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +113,43 @@ def test_device_batches_shuffle_every_sample_once_per_epoch():
     assert all(torch.equal(b[1], b[0] * 2) for b in epoch)  # rows stay aligned
     with pytest.raises(ValueError, match="larger than the data set"):
         DeviceBatches((ids,), 11, g)
+
+
+DOWNLOADER = """
+import hashlib, sys, time
+from pathlib import Path
+from common.workloads import cifar10, datasource
+
+# a stand-in host: reachable, and a download that writes the batch files one by one, slowly, as
+# torchvision's extraction does; the md5 table is the stand-in files' own
+content = {name: name.encode() * 1000 for name in cifar10.ALL_FILES}
+cifar10.MD5 = {name: hashlib.md5(data).hexdigest() for name, data in content.items()}
+datasource.offline = lambda: False
+datasource.reachable = lambda url, seconds=10: True
+
+def download(root):
+    with open(Path(sys.argv[1]), "a") as log:
+        log.write("download\\n")
+    folder = Path(root) / cifar10.BATCHES
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in content.items():
+        (folder / name).write_bytes(data)
+        time.sleep(0.3)
+    return Path(root)
+
+cifar10._download = download
+root, verified, source = cifar10.locate(None)
+print(source.kind, verified)
+"""
+
+
+def test_two_processes_downloading_at_once_train_on_one_verified_set(tmp_path):
+    """Parallel targets and torchrun's ranks: without the lock, the second reads the first's half-written
+    folder, fails its checksum, and trains on synthetic data (or downloads over it)."""
+    log = tmp_path / "downloads.log"
+    env = {**os.environ, "COOKBOOK_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-c", DOWNLOADER, str(log)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    said = [p.communicate(timeout=120)[0].strip().splitlines()[-1] for p in procs]
+    assert said == ["real True", "real True"], said
+    assert log.read_text() == "download\n"  # once: the second waited and found it whole

@@ -116,3 +116,27 @@ def test_a_node_that_never_joins_ends_the_run_with_the_endpoint_named(tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert f"did not all join at {endpoint} within 3 s" in last
     assert not (tmp_path / "results").exists()  # nothing written
+
+
+@pytest.mark.parametrize("gpus, nnodes, ranks", [(1, 2, 1), (4, 2, 4), (1, 1, 2), (0, 2, 2)])
+def test_across_machines_a_gpu_each_runs_one_nccl_rank_per_gpu(monkeypatch, gpus, nnodes, ranks):
+    """One GPU per node is the common cluster shape: its ranks run on NCCL, one per GPU, not as two CPU
+    ranks on gloo; one machine with one GPU still runs two (one rank shares nothing)."""
+    import json
+
+    from common.analysis import device
+    from common.runners import compare, launch
+
+    profile = device.simulated("H100")
+    seen = {"gpus": gpus, "profile": profile.to_json() if gpus else None, "ceiling": True}
+    monkeypatch.setenv("COOKBOOK_DEVICE_SEEN", json.dumps(seen))
+    monkeypatch.delenv("COOKBOOK_DEVICE_PROFILE", raising=False)
+    for cached in (launch.cuda_device_count, launch.device_profile):
+        cached.cache_clear()
+    try:
+        flags = ["--nnodes", str(nnodes), "--node-rank", "0", "--rdzv-endpoint", "127.0.0.1:29400"] * (nnodes > 1)
+        plan = compare.make_plan(["ddp", "--device", "auto", *flags])
+    finally:
+        for cached in (launch.cuda_device_count, launch.device_profile):
+            cached.cache_clear()
+    assert plan.cuda == bool(gpus) and plan.nproc == ranks

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from common import startup
 from common.errors import EXIT_OOM, CookbookError
 
 # the allocator's words, and the CUDA libraries' when they cannot allocate their own workspace:
@@ -75,11 +76,13 @@ def process_hooks(prog: str):
 
 def resolve_device(choice: str) -> tuple[torch.device, list[str]]:
     """The device --device names, and the notices that go with it (auto without CUDA runs on the CPU)."""
-    if choice == "cuda" and not torch.cuda.is_available():
-        raise CookbookError(f"--device cuda: CUDA is not available here (torch {torch.__version__}); "
-                            "use --device cpu or --device auto")
-    if choice == "auto" and not torch.cuda.is_available():
-        return torch.device("cpu"), ["CUDA not available: ran on CPU (numbers are CPU numbers)"]
+    if choice in ("auto", "cuda") and not torch.cuda.is_available():
+        unseen = startup.unseen(torch.__version__, torch.version.cuda)  # a GPU is there, and torch cannot use it
+        if choice == "cuda":
+            raise CookbookError(unseen or f"--device cuda: CUDA is not available here (torch {torch.__version__}); "
+                                "use --device cpu or --device auto")
+        notices = ["CUDA not available: ran on CPU (numbers are CPU numbers)"]
+        return torch.device("cpu"), notices + ([unseen] if unseen else [])
     return torch.device("cuda" if choice in ("auto", "cuda") else "cpu"), []
 
 

@@ -166,15 +166,17 @@ def make_plan(argv) -> Plan:
     else:
         rounds = Rounds(min(MIN_ROUNDS, max_rounds), max_rounds, fixed=False)
     nproc = None
-    if getattr(settings, "DISTRIBUTED", False):
+    distributed = getattr(settings, "DISTRIBUTED", False)
+    multi = nodes.from_args(args, slurm=distributed)  # across machines: flags, or SLURM's for a torchrun recipe
+    if distributed:
         gpus = launch.cuda_device_count() if cuda else 0
-        nproc = args.nproc_per_node or (gpus if gpus >= 2 else 2)
+        # a rank per GPU; one machine with fewer than two runs two ranks, where one alone would share nothing
+        nproc = args.nproc_per_node or (gpus if gpus >= 2 or (multi and gpus) else 2)
         if cuda and gpus < nproc:  # NCCL: one GPU per rank; the ranks fall back to gloo (distributed.init)
             print(f"{recipe}: NCCL needs one GPU per rank and this machine has {gpus}: the pairs run as {nproc} CPU "
                   "ranks on gloo (every time is a CPU time; the report says so)", flush=True)
     elif args.nproc_per_node:
         raise CookbookError(f"--nproc-per-node: only a recipe launched by torchrun takes it (ddp), not {recipe}")
-    multi = nodes.from_args(args, slurm=bool(nproc))  # across machines: flags, or SLURM's for a torchrun recipe
     if multi and not nproc:
         raise CookbookError(f"--nnodes: only a recipe launched by torchrun runs across machines (ddp...), not {recipe}")
     if multi:  # every node runs the same launches: a number of rounds they all know beforehand

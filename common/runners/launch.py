@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from common import env
+from common import env, startup
 from common.analysis import device as device_rules
 from common.analysis.device import DeviceProfile
 from common.analysis.results import Failure, RunResult, read_result, write_result
@@ -100,9 +100,16 @@ def cuda_device_count() -> int:
     """The GPUs a child process sees: the runner itself never imports torch nor holds a CUDA context."""
     if "gpus" in seen():
         return int(seen()["gpus"])
-    probe = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
+    probe = ("import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0, torch.__version__, "
+             "torch.version.cuda)")
     out = subprocess.run([sys.executable, "-c", probe], cwd=env.REPO_ROOT, capture_output=True, text=True).stdout
-    return int(out.strip()) if out.strip().isdigit() else 0
+    said = (out.strip().splitlines() or [""])[-1].split()
+    count = int(said[0]) if said and said[0].isdigit() else 0
+    if not count and len(said) == 3:  # before anything runs: a GPU that torch cannot see is said, not silently skipped
+        why = startup.unseen(said[1], None if said[2] == "None" else said[2])
+        if why:
+            print(f"warning: {why}", file=sys.stderr, flush=True)
+    return count
 
 
 def cuda_available() -> bool:

@@ -127,6 +127,16 @@ def check_folder(root: Path) -> Path:
 
 
 
+def _cached(real: Path) -> tuple[Path, bool, datasource.DataSource] | None:
+    """The real set downloaded before and whole (every file's md5), else None."""
+    if (real / BATCHES).is_dir():
+        try:
+            return check_folder(real), True, datasource.source("real", "torchvision.datasets.CIFAR10 (cached)")
+        except CookbookError:
+            pass  # incomplete: download again
+    return None
+
+
 def _download(root: Path) -> Path:
     from torchvision.datasets import CIFAR10
 
@@ -144,19 +154,22 @@ def locate(data_arg: str | None) -> tuple[Path, bool, datasource.DataSource]:
         return check_folder(Path(data_arg)), True, datasource.source("local", str(data_arg))
     reason = "offline mode"
     real = env.data_dir() / "cifar10"
-    if (real / BATCHES).is_dir():
-        try:  # downloaded before: no network needed
-            return check_folder(real), True, datasource.source("real", "torchvision.datasets.CIFAR10 (cached)")
-        except CookbookError:
-            pass  # incomplete: download again
+    cached = _cached(real)
+    if cached:  # downloaded before: no network needed
+        return cached
     if not datasource.offline() and not datasource.reachable(CIFAR_URL):
         reason = "download host unreachable"
     elif not datasource.offline():
-        try:
-            return _download(real), True, datasource.source(
-                "real", "torchvision.datasets.CIFAR10")
-        except Exception as e:
-            reason = f"download failed ({type(e).__name__})"
+        # one download at a time, as the synthetic write: parallel targets and torchrun's ranks come here
+        # at once, and one that read another's half-written files would fall back to synthetic data
+        with file_lock(env.data_dir() / ".cifar10-download.lock"):
+            cached = _cached(real)  # another process downloaded it while this one waited
+            if cached:
+                return cached
+            try:
+                return _download(real), True, datasource.source("real", "torchvision.datasets.CIFAR10")
+            except Exception as e:
+                reason = f"download failed ({type(e).__name__})"
     return write_synthetic(synthetic_root), False, datasource.source(
         "synthetic", None, f"synthetic images in the CIFAR-10 pickle format (not real data); {reason}")
 
