@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from common.runners.load import RatePoint, check_local, sla_rate
+from common.analysis.load import RatePoint, sla_rate
+from common.runners.load import check_local
 
 from conftest import REPO, run_module
 
@@ -136,3 +137,30 @@ def test_a_fast_twin_that_answers_the_wrong_customer_fails_parity(tmp_path):
                       env={"COOKBOOK_FAULT": "shuffled:fast"})
     assert proc.returncode == 1 and "parity FAILED for serving/churn" in proc.stderr, proc.stdout + proc.stderr
     assert "**Parity FAILED**: the fast twin's answer to request" in (tmp_path / "serving.md").read_text()
+
+
+def test_a_rate_the_client_could_not_offer_is_never_counted():
+    def point(rate, p99, offered=None, lag=1.0, saturated=False):
+        return RatePoint(rate=rate, sent=100, ok=100, rejected_503=0, errors=0, timeouts=0, p99_ms=p99,
+                         offered_per_s=offered or rate, send_lag_p99_ms=lag, client_saturated=saturated)
+    assert point(100, 10, offered=85).client_fell_short(50)  # sent below 90% of the offered rate
+    assert point(100, 10, lag=13).client_fell_short(50) and not point(100, 10, lag=12).client_fell_short(50)
+    # a miss beyond a rate the client could not offer is the client's: the server held at least the last rate met
+    assert sla_rate([point(100, 10), point(400, 90, saturated=True)], 50) == (100, True)
+    assert sla_rate([point(100, 90, saturated=True)], 50) == (0.0, True)
+
+
+@pytest.mark.xdist_group("serving-runner")
+def test_a_saturated_load_generator_offers_again_from_more_processes_and_marks_what_it_could_not(tmp_path):
+    """A planted client that blocks 20 ms per request sends 50 requests/s at most from one process: 80/s is
+    offered again from two, and 600/s, beyond 8 (the most on any machine), is marked and not counted. The
+    SLA (200 ms) leaves room for the planted client's own 20 ms lag, which the latencies carry."""
+    proc = run_module("common.runners.compare", "serving", "--smoke", "--device", "cpu", "--data", "synthetic",
+                      "--rates", "20,80,600", "--duration-s", "0.5", "--rounds", "1", "--sla-ms", "200",
+                      "--reports-dir", str(tmp_path), timeout=600, env={"COOKBOOK_FAULT": "slow-client:20"})
+    out = proc.stdout
+    assert "80 req/s: 1 client process(es) sent" in out and "again from 2" in out, out + proc.stderr
+    assert "the load generator could not offer 600 req/s (" in out
+    md = (tmp_path / "serving.md").read_text()
+    assert md.count("at least 80 req/s (the load generator could not offer 600 req/s") == 2  # both twins
+    assert "| 600 | not counted: the client sent" in md and "It could not offer 600 req/s" in md

@@ -15,7 +15,9 @@
   (common/server.py) take that many seconds longer: an overloaded server, for its 503s and its drain;
 - "stale:fast" (or "shuffled:fast[:churn_serving]") plants a broken serving twin: it answers each
   batch with the previous batch's answers (a replay that read a stale input buffer), or with its
-  own answers in another order (answers handed to the wrong customers), which parity must fail.
+  own answers in another order (answers handed to the wrong customers), which parity must fail;
+- "slow-client:20" makes the serving runner's load generator (common/runners/load.py, which reads it)
+  block 20 ms per request it sends: a client that saturates before the server.
 
 The variant is the run's role in its comparison (RUN_ENV, which the recipe runner sets: under
 `--aa` the slow script plays both roles), else the script's own. Both wrap the batch stream, so

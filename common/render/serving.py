@@ -6,6 +6,7 @@ from statistics import median
 from common import env
 from common.analysis import figures, stats
 from common.analysis.aggregate import parity_failure
+from common.analysis.load import CLIENT_LAG_SHARE, CLIENT_SHORT
 from common.analysis.results import Stamp, atomic_write_bytes, atomic_write_text
 from common.render import diffs, plots
 
@@ -26,19 +27,24 @@ def curve(runs, sla_ms: float) -> list[dict]:
                      "failed": sum(p["rejected_503"] + p["errors"] + p["timeouts"] for p in at),
                      "sent": sum(p["sent"] for p in at),
                      "rows_per_forward": median([p["server"].get("rows_per_forward") or 0 for p in at]),
-                     "lag": max((p["send_lag_p99_ms"] or 0) for p in at)})
+                     "lag": max((p["send_lag_p99_ms"] or 0) for p in at),
+                     "offered": min(p.get("offered_per_s", rate) for p in at),
+                     "clients": max(p.get("clients", 1) for p in at),
+                     "client_saturated": any(p.get("client_saturated") for p in at)})
     return rows
 
 
 def plot(found, pair: str, sla_ms: float, title: str) -> bytes:
     plt = plots.pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for variant, color in (("slow", "#c0504d"), ("fast", "#2a7ab9")):
-        rows = [r for r in curve(found[pair]["runs"][variant], sla_ms) if r["p99"] is not None]
+    for variant, color in (("slow", "#c0504d"), ("fast", "#2a7ab9")):  # the server's figures only
+        rows = [r for r in curve(found[pair]["runs"][variant], sla_ms) if r["p99"] is not None
+                and not r["client_saturated"]]
         ax.plot([r["rate"] for r in rows], [r["p99"] for r in rows], "o-", color=color, label=f"{variant} twin")
     ax.axhline(sla_ms, color="black", linestyle="--", linewidth=1, label=f"SLA: p99 <= {sla_ms:g} ms")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    if ax.lines[:-1] and any(len(line.get_xdata()) for line in ax.lines[:-1]):  # a log axis needs a point
+        ax.set_xscale("log")
+        ax.set_yscale("log")
     ax.set_xlabel("offered load, requests/s (open loop)")
     ax.set_ylabel("p99 latency, ms (median over processes)")
     ax.set_title(plots.wrap(title, 60), fontsize=10)
@@ -56,6 +62,11 @@ def _per_forward(f, cpu: bool) -> str:
 
 def figure_words(runs) -> str:
     rates = [t.sla_rate for t in runs]
+    limits = [t.client_limit for t in runs if getattr(t, "client_limit", None)]
+    if limits:
+        return (f"at least {min(rates):g} req/s (the load generator could not offer {min(limits):g} req/s, so no "
+                "higher rate counts; more client cores, or fewer rates, measure the crossing)" if min(rates) else
+                f"not measured (the load generator could not offer even {min(limits):g} req/s)")
     if any(t.sla_censored for t in runs):
         return f"met the SLA at every swept rate (at least {min(rates):g} req/s; sweep higher with `--rates`)"
     if not all(rates):
@@ -108,14 +119,23 @@ def section(plan, pair: str, found: dict, verdict: dict) -> list[str]:
         cells = []
         for c in (cs, cf):
             r = c.get(rate)
+            if r and r["client_saturated"]:
+                cells += [f"not counted: the client sent {r['offered']:.0f}/s from {r['clients']} process(es)"]
+                cells += [""] * 3
+                continue
             cells += ([_ms(r["p50"]), _ms(r["p99"]), f"{r['failed']}/{r['sent']}", f"{r['rows_per_forward']:.1f}"]
                       if r else ["not offered (saturated below)"] + [""] * 3)
         out.append(f"| {rate:g} | " + " | ".join(cells) + " |")
-    lag = max(r["lag"] for c in (cs, cf) for r in c.values())
-    out += ["", f"Latency in ms from each request's due time (open loop: a request the client sent late counts "
-                f"late). The load generator's own lag, p99 over every rate: {lag:.1f} ms"
-                + (" (the client was itself saturated at the highest rates: their figures bound the server's from "
-                   "above)" if lag > plan.sla_ms / 5 else ""), ""]
+    counted = [r for c in (cs, cf) for r in c.values() if not r["client_saturated"]]
+    lag = max((r["lag"] for r in counted), default=0.0)
+    most = max(r["clients"] for c in (cs, cf) for r in c.values())
+    short = sorted({r["rate"] for c in (cs, cf) for r in c.values() if r["client_saturated"]})
+    out += ["", "Latency in ms from each request's due time (open loop: a request the client sent late counts "
+                f"late). The load generator: at most {most} client process(es); its own lag, p99 over the rates "
+                f"counted: {lag:.1f} ms; a rate counts only where it sent at {CLIENT_SHORT:.0%} of the offered rate "
+                f"or more, with a lag within {CLIENT_LAG_SHARE:.0%} of the SLA"
+                + (f". It could not offer {', '.join(f'{r:g}' for r in short)} req/s: those rows are the client's, "
+                   "not the server's, and no figure above comes from them" if short else ""), ""]
     out += ["### Where a request's time went (profiled window, round 1)", "",
             "| twin | offered, req/s | queue p50 / p99, ms | batching wait p50 / p99 | forward p50 / p99 | "
             "rows per forward | per forward: host ms, device ms, host syncs | trace |",

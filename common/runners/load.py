@@ -4,42 +4,26 @@ A closed loop (each client waits for its answer before sending the next) slows d
 it measures, so a slow server is offered less load and its queueing never shows: coordinated
 omission. Here request i is due at start + i / rate, and its latency runs from that moment, so a
 request the client itself sent late (a busy event loop) is counted late too; how late the client
-sent is reported apart (`send_lag_p99_ms`), so that a saturated client is not mistaken for a slow
-server. Bounded in count and time: at most rate x duration requests, each with its own timeout.
-Built on httpx (its AsyncClient), one connection per request in flight.
+sent is reported apart (`send_lag_p99_ms`), with the rate it really sent at (`offered_per_s`), so that
+a saturated client is not mistaken for a slow server: where one client process cannot offer a rate,
+the runner offers it again from several (`clients`: each sends every Nth request of the same
+schedule, on the same monotonic clock), and a rate that even those could not offer is marked
+(`client_saturated`) and never counted. Bounded in count and time: at most rate x duration
+requests, each with its own timeout. Built on httpx (its AsyncClient), one connection per request
+in flight. `COOKBOOK_FAULT=slow-client:MS` plants a client that blocks MS ms per request it sends
+(the tests' stand-in for a saturated load generator).
 """
 import asyncio
 import json
+import multiprocessing
+import os
 import time
-from dataclasses import dataclass, field
 
+from common import env
 from common.analysis import stats
+from common.analysis.load import RatePoint
 
 LOCAL = ("127.0.0.1", "localhost")
-
-
-@dataclass
-class RatePoint:
-    """One offered rate's outcome."""
-    rate: float  # offered requests per second
-    sent: int
-    ok: int
-    rejected_503: int
-    errors: int  # any other status, or a connection that failed
-    timeouts: int
-    p50_ms: float | None = None  # of the answered (200) requests, from their due time
-    p95_ms: float | None = None
-    p99_ms: float | None = None
-    achieved_per_s: float = 0.0  # answered requests per second of the run
-    send_lag_p99_ms: float | None = None  # how late the client sent, p99: the client's own saturation
-    server: dict = field(default_factory=dict)  # the server's view of the same window (/admin/stats)
-
-    def failures(self) -> int:
-        return self.rejected_503 + self.errors + self.timeouts
-
-    def meets(self, sla_ms: float) -> bool:
-        """Every request answered, and the answered ones' p99 within the SLA."""
-        return self.failures() == 0 and self.ok > 0 and self.p99_ms is not None and self.p99_ms <= sla_ms
 
 
 def check_local(url: str) -> None:
@@ -50,22 +34,55 @@ def check_local(url: str) -> None:
         raise ValueError(f"load is only sent to this machine (127.0.0.1), not {host}")
 
 
-async def offer(url: str, bodies: list[bytes], rate: float, duration_s: float, timeout_s: float) -> RatePoint:
-    """Send rate x duration_s requests (bodies taken in turn) to url at a fixed arrival rate."""
-    import httpx
-
+def offer(url: str, bodies: list[bytes], rate: float, duration_s: float, timeout_s: float,
+          clients: int = 1) -> RatePoint:
+    """Send rate x duration_s requests (bodies taken in turn) to url at a fixed arrival rate, from
+    `clients` processes sharing one schedule (request i from process i mod clients)."""
     check_local(url)
     n = max(1, int(rate * duration_s))
-    latencies, lags, outcome = [], [], {"ok": 0, "503": 0, "err": 0, "timeout": 0}
+    start = time.perf_counter() + (0.05 if clients == 1 else 0.5)  # the processes started before the first is due
+    shares = [(url, bodies, rate, range(k, n, clients), start, timeout_s) for k in range(clients)]
+    if clients == 1:
+        parts = [_share(shares[0])]
+    else:  # forked: the runner holds no torch and no event loop here
+        with multiprocessing.get_context("fork").Pool(clients) as pool:
+            parts = pool.map(_share, shares)
+    latencies = [x for p in parts for x in p["latencies"]]
+    lags = [x for p in parts for x in p["lags"]]
+    outcome = {k: sum(p["outcome"][k] for p in parts) for k in parts[0]["outcome"]}
+    elapsed = max(p["ended"] for p in parts) - start
+    last_sent = max(p["last_sent"] for p in parts)
+    pct = {q: stats.percentile(latencies, q) if latencies else None for q in (50, 95, 99)}
+    return RatePoint(rate=rate, sent=n, ok=outcome["ok"], rejected_503=outcome["503"], errors=outcome["err"],
+                     timeouts=outcome["timeout"], p50_ms=pct[50], p95_ms=pct[95], p99_ms=pct[99],
+                     achieved_per_s=outcome["ok"] / elapsed if elapsed > 0 else 0.0,
+                     send_lag_p99_ms=stats.percentile(lags, 99) if lags else None,
+                     # n sends over the span from the first due time to the last send (n / rate when on time)
+                     offered_per_s=n / max(last_sent - start + 1.0 / rate, 1e-9), clients=clients)
+
+
+def _share(args) -> dict:
+    return asyncio.run(_send(*args))
+
+
+async def _send(url: str, bodies: list[bytes], rate: float, indices: range, start: float, timeout_s: float) -> dict:
+    """One client's share of the schedule: request i due at start + i / rate (perf_counter: the system's
+    monotonic clock, the same in every process)."""
+    import httpx
+
+    blocked = _planted_slowness()
+    latencies, lags, outcome, last = [], [], {"ok": 0, "503": 0, "err": 0, "timeout": 0}, [start]
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=1000)
     async with httpx.AsyncClient(limits=limits, timeout=timeout_s, headers={"content-type": "application/json"}) \
             as client:
-        start = time.perf_counter() + 0.05
-
         async def one(i: int):
             due = start + i / rate
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            lags.append((time.perf_counter() - due) * 1e3)
+            if blocked:
+                time.sleep(blocked)  # the planted slow client: its event loop busy, as one saturated is
+            sent = time.perf_counter()
+            lags.append((sent - due) * 1e3)
+            last[0] = max(last[0], sent)
             try:
                 r = await client.post(url, content=bodies[i % len(bodies)])
             except httpx.TimeoutException:
@@ -82,13 +99,15 @@ async def offer(url: str, bodies: list[bytes], rate: float, duration_s: float, t
             else:
                 outcome["err"] += 1
 
-        await asyncio.gather(*(one(i) for i in range(n)))
-        elapsed = time.perf_counter() - start
-    pct = {q: stats.percentile(latencies, q) if latencies else None for q in (50, 95, 99)}
-    return RatePoint(rate=rate, sent=n, ok=outcome["ok"], rejected_503=outcome["503"], errors=outcome["err"],
-                     timeouts=outcome["timeout"], p50_ms=pct[50], p95_ms=pct[95], p99_ms=pct[99],
-                     achieved_per_s=outcome["ok"] / elapsed if elapsed > 0 else 0.0,
-                     send_lag_p99_ms=stats.percentile(lags, 99) if lags else None)
+        await asyncio.gather(*(one(i) for i in indices))
+    return {"latencies": latencies, "lags": lags, "outcome": outcome, "last_sent": last[0],
+            "ended": time.perf_counter()}
+
+
+def _planted_slowness() -> float:
+    """Seconds a planted slow client blocks per request sent (COOKBOOK_FAULT=slow-client:MS), else 0."""
+    kind, _, ms = os.environ.get(env.FAULT_ENV, "").partition(":")
+    return float(ms) / 1000 if kind == "slow-client" and ms.replace(".", "", 1).isdigit() else 0.0
 
 
 async def answers(url: str, rows: list[list[float]], concurrency: int = 64) -> list[float | None]:
@@ -108,23 +127,3 @@ async def answers(url: str, rows: list[list[float]], concurrency: int = 64) -> l
 
 def run(coro):
     return asyncio.run(coro)
-
-
-def sla_rate(points: list[RatePoint], sla_ms: float) -> tuple[float, bool]:
-    """(the offered rate at which the server stops meeting the SLA, whether the sweep stopped short of
-    it). Between the last rate met and the first missed, p99 is taken as linear in log rate, so that
-    the figure is not stuck to the swept grid; a rate missed by failures alone (503s, timeouts) ends
-    it at the last rate met. 0.0 where the lowest rate missed already; the highest rate, censored,
-    where every rate was met."""
-    last = None
-    for p in points:
-        if p.meets(sla_ms):
-            last = p
-            continue
-        if last is None:
-            return 0.0, False
-        if p.p99_ms is None or p.p99_ms <= sla_ms or p.p99_ms <= last.p99_ms:
-            return last.rate, False
-        t = (sla_ms - last.p99_ms) / (p.p99_ms - last.p99_ms)
-        return last.rate * (p.rate / last.rate) ** t, False
-    return (last.rate, True) if last else (0.0, False)

@@ -25,15 +25,18 @@ from pathlib import Path
 
 from common import catalog, env
 from common.analysis import aggregate, stats, traces
+from common.analysis.load import sla_rate
 from common.analysis.results import atomic_write_text
 from common.errors import CookbookError, exit_with
 from common.runners import launch
-from common.runners.load import answers, offer, run, sla_rate
+from common.runners.load import answers, offer, run
 
 START_TIMEOUT_S = 300  # the first start builds the trained weights and, for the fast twin, its AOT package
 DRAIN_TIMEOUT_S = 60
 SATURATED_P99 = 4.0  # a rate whose p99 passes 4x the SLA ends the twin's sweep: higher rates only queue
 SATURATED_FAILURES = 0.1  # as does one where a tenth of the requests fail (503s, timeouts, errors)
+# client processes a rate may be offered from, where one cannot offer it: half the cores (the server has the rest)
+MAX_CLIENTS = max(2, min(8, len(os.sched_getaffinity(0)) // 2))
 
 
 @dataclass
@@ -46,7 +49,7 @@ class TwinRun:
     setup_s: float
     points: list  # RatePoint as dicts, ascending rate
     sla_rate: float  # the rate at which p99 crosses the SLA (load.sla_rate; 0: not even the lowest rate)
-    sla_censored: bool  # every swept rate met the SLA: the figure is a floor, not the crossing
+    sla_censored: bool  # every swept rate met the SLA, or the client could not offer more: a floor
     saturated_at: float | None
     answers: list  # parity: each customer's answer, in order
     rejected_422: dict  # the malformed requests sent, each kind -> whether it got a 422 with a reason
@@ -57,6 +60,7 @@ class TwinRun:
     returncode: int = 0
     log: str = ""
     sla_ms: float = 0.0
+    client_limit: float | None = None  # the rate the load generator could not offer (none counted from there)
 
 
 @dataclass
@@ -200,27 +204,34 @@ def run_twin(plan: Plan, pair: str, variant: str, round_no: int, rows: list[list
             code, doc, _ = _post(twin.url + "/predict", body)
             refused[kind] = code == 422 and "\n" not in doc.get("error", "\n")
         refused["still serving"] = _post(twin.url + "/predict", bodies[0])[0] == 200
-        points, saturated = [], None
+        points, saturated, client_limit, clients = [], None, None, 1
         for rate in plan.rates:
-            _post(twin.url + "/admin/reset", b"")
-            point = run(offer(twin.url + "/predict", bodies, rate, plan.duration_s, plan.timeout_s))
-            point.server = _get(twin.url + "/admin/stats")["window"]
+            point = _offered(plan, twin, bodies, rate, clients, f"{pair} {variant} r{round_no}")
+            clients = point.clients
             points.append(point)
             print(f"  {pair} {variant} r{round_no}: {rate:g} req/s -> p99 {_ms(point.p99_ms)}, "
-                  f"{point.ok}/{point.sent} answered, {point.rejected_503} x 503, {point.timeouts} timeouts",
-                  flush=True)
+                  f"{point.ok}/{point.sent} answered, {point.rejected_503} x 503, {point.timeouts} timeouts"
+                  + (f", sent at {point.offered_per_s:.0f}/s from {clients} client process(es)" if clients > 1 or
+                     point.client_saturated else ""), flush=True)
+            if point.client_saturated:  # the client's limit, not the server's: no higher rate is counted
+                client_limit = rate
+                print(f"  {pair} {variant} r{round_no}: the load generator could not offer {rate:g} req/s "
+                      f"({clients} client process(es) sent {point.offered_per_s:.0f}/s, lag p99 "
+                      f"{_ms(point.send_lag_p99_ms)}): not counted", flush=True)
+                break
             if (point.p99_ms or 0) > SATURATED_P99 * plan.sla_ms or point.failures() > SATURATED_FAILURES * point.sent:
                 saturated = rate
                 break
         crossing, censored = sla_rate(points, plan.sla_ms)
-        met = [p.rate for p in points if p.meets(plan.sla_ms)]
-        profile = _profile(plan, twin, bodies, max(met, default=plan.rates[0]), trace) if trace is not None else None
+        met = [p.rate for p in points if p.meets(plan.sla_ms) and not p.client_saturated]
+        profile = (_profile(plan, twin, bodies, max(met, default=plan.rates[0]), trace, clients)
+                   if trace is not None else None)
         about = _get(twin.url + "/admin/stats")
         drain = _drain(twin, bodies)
         rc = drain["exit_code"]
         return TwinRun(pair=pair, variant=variant, round=round_no, cold_start_s=cold, setup_s=about.get("setup_s", 0),
                        points=[asdict(p) for p in points], sla_rate=crossing, sla_censored=censored,
-                       saturated_at=saturated,
+                       saturated_at=saturated, client_limit=client_limit,
                        answers=got, rejected_422=refused, drain=drain, profile=profile, stamp=about.get("stamp", {}),
                        data_source=about.get("data_source", {}), returncode=rc, sla_ms=plan.sla_ms)
     except Exception as e:
@@ -235,12 +246,27 @@ def _ms(v):
     return "-" if v is None else f"{v:.1f} ms"
 
 
-def _profile(plan, twin, bodies, rate, trace) -> dict:
+def _offered(plan, twin, bodies, rate: float, clients: int, who: str):
+    """One rate's point, offered again from twice the client processes (up to MAX_CLIENTS) while the
+    client, not the server, fell short of it; marked client_saturated where even those did."""
+    while True:
+        _post(twin.url + "/admin/reset", b"")
+        point = offer(twin.url + "/predict", bodies, rate, plan.duration_s, plan.timeout_s, clients)
+        point.server = _get(twin.url + "/admin/stats")["window"]
+        point.client_saturated = point.client_fell_short(plan.sla_ms)
+        if not point.client_saturated or clients >= MAX_CLIENTS:
+            return point
+        print(f"  {who}: {rate:g} req/s: {clients} client process(es) sent {point.offered_per_s:.0f}/s (lag p99 "
+              f"{_ms(point.send_lag_p99_ms)}); again from {min(MAX_CLIENTS, 2 * clients)}", flush=True)
+        clients = min(MAX_CLIENTS, 2 * clients)
+
+
+def _profile(plan, twin, bodies, rate, trace, clients: int = 1) -> dict:
     """A profiled window of the model thread under load at the highest swept rate within the SLA
     (else the lowest): where a request's time went, and the trace."""
     _post(twin.url + "/admin/reset", b"")
     _post(twin.url + f"/admin/profile?batches={20 if plan.smoke else 200}", b"")
-    point = run(offer(twin.url + "/predict", bodies, rate, plan.duration_s, plan.timeout_s))
+    point = offer(twin.url + "/predict", bodies, rate, plan.duration_s, plan.timeout_s, clients)
     deadline = time.perf_counter() + 30
     while _get(twin.url + "/admin/stats")["profile"] != "written" and time.perf_counter() < deadline:
         time.sleep(0.1)
