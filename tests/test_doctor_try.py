@@ -23,7 +23,11 @@ def doctor_try(tmp_path, script, *flags, env=None, script_args=()):
 
 
 def test_a_loader_bound_script_measures_its_workers_faster_and_proves_them_applied(tmp_path):
-    proc, rows, trials, md = doctor_try(tmp_path, PLAIN / "loader_bound.py", "--try", "workers", "--try-budget", "90")
+    """With the budget sized from the doctor's own run (no --try-budget), said up front: the verdict decides."""
+    proc, rows, trials, md = doctor_try(tmp_path, PLAIN / "loader_bound.py", "--try", "workers")
+    said = next(line for line in proc.stdout.splitlines() if line.startswith("doctor --try: a budget of"))
+    assert "(1 fix(es) and the unchanged script, 5 rounds each, at about" in said and "--try-budget SECONDS" in said
+    assert float(said.split()[5]) == pytest.approx(trials["budget_s"], abs=1)
     workers = rows["workers"]
     assert workers["verdict"] == "faster" and workers["speedup"]["low"] > 1, workers  # the interval excludes 1
     assert "loader workers handed out the batches" in workers["why"]  # the multi-process iterator

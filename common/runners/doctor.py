@@ -38,8 +38,6 @@ from common.errors import EXIT_COOKBOOK_FAULT, CookbookError, exit_with
 from common.render import doctor as report
 from common.runners import launch, trials
 
-TRY_BUDGET = 300.0  # seconds for every --try run together, by default
-
 STEP_HELP = ("it never called optimizer.step() (inference, or a hand-written update): name its step with "
              "--step forward (each call of the top-level model) or --step batch (each batch drawn from a "
              "DataLoader); with make: FLAGS='--step forward'")
@@ -59,7 +57,8 @@ def parse_args(argv):
                    help="then apply each fix to the script from outside and measure it there: the applicable ones "
                         f"(bare --try), the ones named, or all ({', '.join(catalog_fixes.FIXES)})")
     p.add_argument("--try-budget", type=positive_float, metavar="SECONDS",
-                   help=f"the time every --try run may take together (default {TRY_BUDGET:.0f})")
+                   help="the time every --try run may take together (default: sized from the doctor's own run: "
+                        f"each fix and the unchanged script for {trials.PLANNED_ROUNDS} rounds, said up front)")
     own, script_args = split_passthrough(argv)
     args = p.parse_args(own)
     args.script_args = script_args
@@ -125,10 +124,17 @@ def main(argv=None) -> int:
     write_result(out_dir / "verdict.json", verdict)
     tried = None
     if args.try_fixes is not None:
+        sized, how = trials.budget(obs, args.fix_names, outcome.seconds, args.test_fixes)
+        given = args.try_budget is not None
+        print(f"doctor --try: a budget of {args.try_budget if given else sized:.0f} s "
+              + ("(--try-budget; " + f"its verdicts need about {sized:.0f} s: {how})" if given
+                 else f"({how}; --try-budget SECONDS sets another)"), flush=True)
         plan = trials.Plan(script=script, script_args=args.script_args, cpus=cpus, out_dir=out_dir / "try",
                            flags=trial_flags(args), profile_steps=args.profile_steps,
-                           budget_s=args.try_budget or TRY_BUDGET, started=time.perf_counter(), cwd=args.cwd)
-        tried = trials.run(obs, args.fix_names, plan, args.test_fixes)
+                           budget_s=args.try_budget if given else sized, started=time.perf_counter(), cwd=args.cwd)
+        # its runs forked from one warm server, as a recipe's (Inductor warmed where the compile fix may run)
+        with launch.warm_server(launch.cuda_available(), args.fix_names is None or "compile" in args.fix_names):
+            tried = trials.run(obs, args.fix_names, plan, args.test_fixes)
         write_result(out_dir / "trials.json", tried)
     found = figures.read(env.REPO_ROOT / "reports", catalog.available())
     command = "python -m common.runners.doctor " + shlex.join(argv)

@@ -27,6 +27,7 @@ from common.analysis.results import Observation, Trial, Trials, read_result
 from common.runners import launch
 
 MIN_ROUNDS, MAX_ROUNDS = 3, 10
+PLANNED_ROUNDS = MIN_ROUNDS + 2  # what the default budget plans for: the least that decide, and two more looks
 TRY_TIME = 3.0  # seconds of timed steps at most in each run (the doctor's --time, capped)
 UNCHANGED, TOGETHER = "unchanged", "together"
 # what cannot be applied from outside: a host sync the script asks for in a loop, found in its code
@@ -269,12 +270,12 @@ def headline(rows: list[Trial], cpu: bool) -> str:
     return f"Measured on your script: {best.label or ' + '.join(best.fixes)} {stats.describe(best.speedup)}{where}"
 
 
-def run(obs: Observation, names: list[str] | None, plan: Plan, test_fixes: bool = False) -> Trials:
-    """Every fix asked for (None: those the diagnosis found applicable) tried on the script."""
+def arms_of(obs: Observation, names: list[str] | None, test_fixes: bool = False) -> tuple[list[tuple], dict]:
+    """(the fixes to time, one arm each; the rows of those that are not: why not) for the fixes asked
+    for (None: every fix, each timed where the diagnosis found it applicable)."""
     known = catalog_fixes.known(test_fixes)
-    asked = names if names is not None else list(catalog_fixes.FIXES)
     rows, arms = {}, []
-    for name in asked:  # every fix gets its row: tried, or why not
+    for name in names if names is not None else list(catalog_fixes.FIXES):  # every fix gets its row
         fix = known[name]
         why = catalog_fixes.applies(fix, obs)
         if why is None:
@@ -284,6 +285,29 @@ def run(obs: Observation, names: list[str] | None, plan: Plan, test_fixes: bool 
                    else "not applicable")
         rows[name] = Trial(fix=name, recipe=fix.recipe, how=fix.how, verdict=verdict,
                            why=why.removeprefix("not applied: "), lines=lines_to_add(fix))
+    return arms, rows
+
+
+def budget(obs: Observation, names: list[str] | None, process_s: float, test_fixes: bool = False) -> tuple[float, str]:
+    """--try's default budget, sized from the measured run so that its verdicts can decide: every arm
+    and the unchanged script for PLANNED_ROUNDS rounds (MIN_ROUNDS are the least that decide; two more
+    for the sequential looks), then the winners together for MIN_ROUNDS, each run costing what the
+    doctor's own run cost, its timed stretch capped at TRY_TIME. (seconds, how it was sized)."""
+    arms, _ = arms_of(obs, names, test_fixes)
+    timed = sum(obs.result.timing.step_ms) / 1000 if obs.result and obs.result.timing else 0.0
+    run_s = max(1.0, process_s - timed + min(timed, TRY_TIME))
+    runs = (len(arms) + 1) * PLANNED_ROUNDS + (2 * MIN_ROUNDS if len(arms) > 1 else 0)
+    said = (f"{len(arms)} fix(es) and the unchanged script, {PLANNED_ROUNDS} rounds each"
+            + (", then the winners together" if len(arms) > 1 else "") + f", at about {run_s:.1f} s a run "
+            "(the doctor's own run)")
+    return (runs * run_s if arms else 0.0), said
+
+
+def run(obs: Observation, names: list[str] | None, plan: Plan, test_fixes: bool = False) -> Trials:
+    """Every fix asked for (None: those the diagnosis found applicable) tried on the script."""
+    known = catalog_fixes.known(test_fixes)
+    asked = names if names is not None else list(catalog_fixes.FIXES)
+    arms, rows = arms_of(obs, names, test_fixes)
     rules = {arm: catalog.parity_rule(known[arm[0]].recipe, known[arm[0]].pair) for arm in arms}
     counter = launch.Counter({"each": (len(arms + [()]) * MIN_ROUNDS, len(arms + [()]) * MAX_ROUNDS)})
     print(f"doctor --try: {', '.join(a[0] for a in arms) or 'nothing to try'} against the unchanged script, "
