@@ -39,14 +39,17 @@ $(VENV)/.installed: FORCE
 endif
 FORCE:
 
+# Another build installs its torch first, then the lock less torch and the lock's CUDA wheels (two builds'
+# CUDA libraries would share folders).
 $(VENV)/.installed: requirements.lock
-	@$(if $(TORCH_INDEX)$(SKIP_GPU_CHECK),,python3 -m common.startup --setup)
+	@$(if $(SKIP_GPU_CHECK),,python3 -m common.startup --setup $(if $(TORCH_INDEX),--index $(TORCH_INDEX)))
 	rm -rf $(VENV)
 	python3 -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -r requirements.lock
 	$(if $(TORCH_INDEX),$(VENV)/bin/python -m pip install torch==$(call LOCKED,torch)+$(TORCH_INDEX) \
 		torchvision==$(call LOCKED,torchvision)+$(TORCH_INDEX) --index-url https://download.pytorch.org/whl/$(TORCH_INDEX) \
-		&& echo $(TORCH_INDEX) > $(VENV)/.torch-index)
+		&& python3 -m common.startup --lock-without-cuda > $(VENV)/lock-without-cuda.txt \
+		&& $(VENV)/bin/python -m pip install -r $(VENV)/lock-without-cuda.txt \
+		&& echo $(TORCH_INDEX) > $(VENV)/.torch-index,$(VENV)/bin/python -m pip install -r requirements.lock)
 	touch $@
 
 setup: $(SETUP) ## create .venv from requirements.lock (automatic for every target; TORCH_INDEX=cu126 for an older driver or GPU)

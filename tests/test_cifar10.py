@@ -153,3 +153,22 @@ def test_two_processes_downloading_at_once_train_on_one_verified_set(tmp_path):
     said = [p.communicate(timeout=120)[0].strip().splitlines()[-1] for p in procs]
     assert said == ["real True", "real True"], said
     assert log.read_text() == "download\n"  # once: the second waited and found it whole
+
+
+def test_a_failed_download_is_not_waited_out_again_by_each_process_queued_behind_it(tmp_path, monkeypatch):
+    from common.workloads import datasource
+
+    monkeypatch.setenv("COOKBOOK_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(datasource, "offline", lambda: False)
+    monkeypatch.setattr(datasource, "reachable", lambda url, seconds=10: True)
+    monkeypatch.setattr(cifar10, "write_synthetic", lambda root, **kw: root)  # the fallback itself, elsewhere
+    tries = []
+
+    def down(root):
+        tries.append(root)
+        raise TimeoutError("no answer in 900 s")
+
+    monkeypatch.setattr(cifar10, "_download", down)
+    first, second = cifar10.locate(None)[2], cifar10.locate(None)[2]
+    assert len(tries) == 1 and first.synthetic and "download failed (TimeoutError)" in first.note
+    assert "download failed in another process" in second.note

@@ -69,6 +69,10 @@ def test_a_torch_build_without_kernels_for_the_gpu_is_said():
     assert not built.built_for() and "no kernels for sm_60" in built.summary()
     ptx = device.DeviceProfile("cuda", "NVIDIA H200", [9, 0], 150, archs=["sm_80", "compute_80"])
     assert ptx.built_for()  # PTX of an older capability compiles for it
+    l4 = device.DeviceProfile("cuda", "NVIDIA L4", [8, 9], 24, archs=["sm_75", "sm_80", "sm_86", "sm_90"])
+    assert l4.built_for()  # sm_86's cubins run on sm_89: the same major, an older minor
+    v100 = device.DeviceProfile("cuda", "Tesla V100", [7, 0], 16, archs=["sm_75", "sm_80", "sm_90", "sm_100a"])
+    assert not v100.built_for()  # sm_75's do not run on sm_70
 
 
 # --- read from torch's inputs, never from emulation ----------------------------------------------------

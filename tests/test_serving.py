@@ -160,7 +160,8 @@ def test_a_saturated_load_generator_offers_again_from_more_processes_and_marks_w
                       "--reports-dir", str(tmp_path), timeout=600, env={"COOKBOOK_FAULT": "slow-client:20"})
     out = proc.stdout
     assert "80 req/s: 1 client process(es) sent" in out and "again from 2" in out, out + proc.stderr
-    assert "the load generator could not offer 600 req/s (" in out
+    # 600/s is beyond any machine's clients; on a busy one even two may fall short of 80/s, where it stops
+    assert out.count("the load generator could not offer ") == 2  # each twin's sweep ends there, uncounted
     md = (tmp_path / "serving.md").read_text()
-    assert md.count("at least 80 req/s (the load generator could not offer 600 req/s") == 2  # both twins
-    assert "| 600 | not counted: the client sent" in md and "It could not offer 600 req/s" in md
+    assert md.count("(the load generator could not offer ") == 2 and "not counted: the client sent" in md
+    assert "It could not offer " in md and "req/s: those rows are the client's" in md

@@ -41,21 +41,42 @@ def test_make_setup_stops_before_the_venv_on_a_driver_the_locked_torch_cannot_us
     plan = subprocess.run(["make", "-n", "setup", f"VENV={venv}", "TORCH_INDEX=cu126"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60).stdout
     lock = startup.locked()
-    assert "common.startup" not in plan
-    assert (f"pip install torch=={lock['torch']}+cu126 torchvision=={lock['torchvision']}+cu126 "
-            "--index-url https://download.pytorch.org/whl/cu126") in plan.replace("\\\n", "").replace("\t", "")
+    plan = plan.replace("\\\n", "").replace("\t", "")
+    assert "common.startup --setup --index cu126" in plan  # the chosen build checked against this GPU too
+    # that build's torch first, then the lock less torch and the lock's CUDA wheels: never two builds' libraries
+    first = startup.pip_command("cu126", lock, f"{venv}/bin/python -m pip")
+    assert plan.index(first) < plan.index("--lock-without-cuda")
+    rest = startup.without_cuda()
+    assert "nvidia-ml-py==" in rest and "triton==" in rest and "torchmetrics==" in rest
+    assert not any(line.startswith(("torch==", "torchvision==", "nvidia-cudnn-cu13==", "nvidia-nccl-cu13==",
+                                    "cuda-toolkit==")) for line in rest.splitlines())
 
 
-@pytest.mark.parametrize("line, smi_knows_cap, says", [
-    ("Tesla P100-PCIE-16GB, 580.65.06, 6.0", True, "has no kernels for the Tesla P100-PCIE-16GB (sm_60"),
-    (A100_OLD_DRIVER, False, "needs NVIDIA driver 580 or newer"),  # a driver whose nvidia-smi lacks compute_cap
-    ("Tesla K80, 470.256.02, 3.7", True, "no torch this cookbook can use has kernels for the Tesla K80"),
+@pytest.mark.parametrize("line, smi_knows_cap, says, fix", [
+    ("Tesla P100-PCIE-16GB, 580.65.06, 6.0", True, "has no kernels for the Tesla P100-PCIE-16GB (sm_60",
+     "TORCH_INDEX=cu126"),
+    ("Tesla V100-SXM2-32GB, 580.65.06, 7.0", True, "has no kernels for the Tesla V100-SXM2-32GB (sm_70",
+     "TORCH_INDEX=cu126"),  # CUDA 12.8's build dropped Volta too in torch 2.11
+    (A100_OLD_DRIVER, False, "needs NVIDIA driver 580 or newer", "TORCH_INDEX=cu126"),  # no compute_cap field
+    ("NVIDIA B200, 575.57.08, 10.0", True, "needs NVIDIA driver 580 or newer", "TORCH_INDEX=cu128"),  # no 12.6
+    ("Tesla K80, 470.256.02, 3.7", True, "no torch this cookbook can use has kernels for the Tesla K80", None),
 ])
-def test_the_setup_line_names_what_this_gpu_needs(tmp_path, monkeypatch, line, smi_knows_cap, says):
+def test_the_setup_line_names_what_this_gpu_needs(tmp_path, monkeypatch, line, smi_knows_cap, says, fix):
     monkeypatch.setenv("PATH", stand_in_smi(tmp_path, line, smi_knows_cap)["PATH"])
     why = startup.setup_problem(startup.gpus(), startup.locked())
-    assert says in why
-    assert ("TORCH_INDEX=cu126" in why) == ("K80" not in line)  # torch's CUDA 12.6 build starts at sm_50
+    assert says in why and (fix is None or fix in why) and ("TORCH_INDEX" in why) == bool(fix)
+    if fix:  # the build it names passes the same check
+        assert startup.setup_problem(startup.gpus(), startup.locked(), fix.split("=")[1]) is None
+
+
+def test_a_gpu_torch_sees_but_has_no_kernels_for_stops_in_one_line():
+    """A V100 on driver 580 under the CUDA 13 build: available, then "no kernel image" at the first op."""
+    cu130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+    why = startup.no_kernels("2.11.0+cu130", "13.0", (7, 0), "Tesla V100-SXM2-32GB", cu130)
+    assert why.startswith("torch 2.11.0+cu130 (CUDA 13.0) has no kernels for the Tesla V100-SXM2-32GB (sm_70")
+    assert "make setup TORCH_INDEX=cu126" in why
+    assert startup.no_kernels("2.11.0+cu130", "13.0", (8, 9), "NVIDIA L4", cu130) is None  # sm_86 runs on sm_89
+    assert startup.no_kernels("2.11.0+cu130", "13.0", (9, 0), "H100", ["sm_80", "compute_80"]) is None  # PTX
 
 
 def test_a_gpu_the_lock_can_use_passes_and_no_gpu_passes(tmp_path, monkeypatch):
@@ -98,8 +119,8 @@ def fake_torch(tmp_path, version: str) -> dict:
     return {"PYTHONPATH": f"{tmp_path / 'fake'}{os.pathsep}{REPO}", "COOKBOOK_ZYGOTE": "0"}
 
 
-@pytest.mark.parametrize("command", [["-m", "common.runners.compare", "amp", "--smoke"],
-                                     ["-m", "recipes.amp.churn_slow", "--smoke"]])
+@pytest.mark.parametrize("command", [["-m", "common.runners.compare", "amp", "--smoke", "--device", "cpu"],
+                                     ["-m", "recipes.amp.churn_slow", "--smoke", "--device", "cpu"]])
 def test_an_older_torch_fails_at_the_first_command_in_one_line(tmp_path, command):
     env = {**os.environ, **fake_torch(tmp_path, "2.8.0+cu128")}
     proc = subprocess.run([sys.executable, *command, "--reports-dir" if "compare" in command[1] else "--out",

@@ -114,7 +114,8 @@ def test_the_bundle_is_at_most_8_files_of_the_limit_each_and_says_what_it_left_o
     assert all(n.startswith("traces/") for n in left_out)  # results first: the traces give way
 
 
-def test_a_tour_killed_mid_pair_keeps_every_finished_pair_and_finalize_renders_it_as_compare_does(tmp_path):
+def test_a_tour_killed_mid_pair_keeps_every_finished_pair_and_finalize_renders_it_as_compare_does(tmp_path,
+                                                                                                   monkeypatch):
     bundle = tmp_path / "bundle"
     proc = subprocess.Popen([sys.executable, "-m", "common.runners.tour", "--smoke", "--rounds", "1", "--only",
                              "cuda_graphs,folded_ops", "--data", "synthetic", "--bundle", str(bundle)],
@@ -143,6 +144,14 @@ def test_a_tour_killed_mid_pair_keeps_every_finished_pair_and_finalize_renders_i
     assert run.evidence is None and Path(run.unread.trace).is_relative_to(reports)
     done = read_result(reports / "results" / "cuda_graphs" / "comparison.json", Comparison).workloads["churn"]
     assert done.slow.unread is None and done.slow.evidence.ops_per_step > 0 and "### Profiler evidence" in md
+    # a trace too large for the bundle is read where it was written, before it is left out: its evidence stays
+    tour_reports = Path(manifest["reports_dir"])
+    assert '"unread"' in (tour_reports / "results" / "cuda_graphs" / "comparison.json").read_text()
+    monkeypatch.setattr(tour, "VOLUME_BYTES", 20_000)
+    tour.write_bundle(tmp_path / "small", manifest, tour_reports)
+    small = json.loads((tmp_path / "small" / "tour.json").read_text())
+    assert any(n.startswith("traces/cuda_graphs/") for n in small["left_out"])
+    assert '"unread"' not in (tour_reports / "results" / "cuda_graphs" / "comparison.json").read_text()
     # what make recipe-cuda_graphs renders from the same results (compare.finish -> report.render)
 
     again = tmp_path / "again"
@@ -185,7 +194,10 @@ def test_on_a_gpu_the_runners_read_the_sittings_probe_and_fork_without_the_cpu_w
     class Server:
         def __init__(self, cmd, **kwargs):
             started.append(cmd)
-            self.stdout, self.pid = __import__("io").StringIO("ready\n"), -1
+            read, write = os.pipe()  # a pipe, as a real server's: the runner waits on it with select
+            os.write(write, b"ready\n")
+            os.close(write)
+            self.stdout, self.pid = open(read), -1
 
     monkeypatch.setattr(launch.subprocess, "Popen", Server)
     monkeypatch.setattr(launch, "stop_group", lambda proc, grace: None)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from common import startup
 from common.errors import CookbookError
 
 # what each capability needs, and how a report says it is missing
@@ -89,18 +90,10 @@ class DeviceProfile:
         return ["bfloat16"] * self.has("bf16") + ["float16"] + ["tf32"] * self.has("tf32") + ["float32"]
 
     def built_for(self) -> bool:
-        """Whether this torch has kernels for the GPU: its sm in the build's arch list, or PTX of an
-        older compute capability that the driver can compile for it. Unknown (no list): True."""
+        """Whether this torch has kernels for the GPU (startup.carries_kernels). Unknown (no list): True."""
         if self.kind != "cuda" or not self.archs or self.sm is None:
             return True
-        for arch in self.archs:
-            kind, _, number = arch.partition("_")
-            if not number.rstrip("a").isdigit():
-                continue
-            n = int(number.rstrip("a"))
-            if (kind == "sm" and n == self.sm) or (kind == "compute" and n <= self.sm):
-                return True
-        return False
+        return startup.carries_kernels(self.archs, (self.sm // 10, self.sm % 10))
 
     def not_applicable(self, needs) -> str | None:
         """None where every need is met, else "not applicable on Tesla T4 (sm_75): no TF32 (...)"."""

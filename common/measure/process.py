@@ -83,6 +83,11 @@ def resolve_device(choice: str) -> tuple[torch.device, list[str]]:
                                 "use --device cpu or --device auto")
         notices = ["CUDA not available: ran on CPU (numbers are CPU numbers)"]
         return torch.device("cpu"), notices + ([unseen] if unseen else [])
+    if choice in ("auto", "cuda"):  # a GPU this torch has no kernels for: one line now, not at the first op
+        why = startup.no_kernels(torch.__version__, torch.version.cuda, torch.cuda.get_device_capability(0),
+                                 torch.cuda.get_device_name(0), torch.cuda.get_arch_list())
+        if why:
+            raise CookbookError(why)
     return torch.device("cuda" if choice in ("auto", "cuda") else "cpu"), []
 
 

@@ -13,16 +13,21 @@ from common.measure.stages import read_trace
 
 
 def read_all(comparison: Comparison) -> tuple[int, int]:
-    """(traces read, traces missing) over the comparison's variants."""
+    """(traces read, traces missing or unreadable) over the comparison's variants."""
     read = missing = 0
     for entry in comparison.workloads.values():
         for v in (entry.slow, entry.fast):
             if v is None or v.unread is None:
                 continue
-            if Path(v.unread.trace).exists():
+            if not Path(v.unread.trace).exists():
+                missing += 1
+                continue
+            try:
                 v.evidence, v.unread = read_trace(v.unread), None
                 read += 1
-            else:
+            except Exception as e:  # one unreadable trace costs its own evidence, not the others'
+                v.warnings.append(f"its profiled trace could not be read ({type(e).__name__}: {str(e)[:160]})")
+                v.unread = None
                 missing += 1
     return read, missing
 
@@ -31,7 +36,7 @@ def main(paths: list[str]) -> int:
     for path in paths:
         comparison = read_result(Path(path), Comparison, "make tour")
         read, missing = read_all(comparison)
-        if read:
+        if read or missing:
             write_result(Path(path), comparison)
         print(f"{path}: {read} trace(s) read" + (f", {missing} missing" if missing else ""), flush=True)
     return 0

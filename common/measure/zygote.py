@@ -51,6 +51,8 @@ def serve(path: str, cpu_inductor: bool = True) -> None:
     gc.freeze()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
+    if torch.cuda.is_initialized():  # every forked child's CUDA would fail: no server rather than a broken one
+        sys.exit("the fork server initialised CUDA before forking; its children could not use the GPU")
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children: no zombies
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     server.bind(path)

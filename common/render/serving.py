@@ -124,7 +124,7 @@ def section(plan, pair: str, found: dict, verdict: dict) -> list[str]:
                 cells += [""] * 3
                 continue
             cells += ([_ms(r["p50"]), _ms(r["p99"]), f"{r['failed']}/{r['sent']}", f"{r['rows_per_forward']:.1f}"]
-                      if r else ["not offered (saturated below)"] + [""] * 3)
+                      if r else ["not offered (the sweep ended below)"] + [""] * 3)
         out.append(f"| {rate:g} | " + " | ".join(cells) + " |")
     counted = [r for c in (cs, cf) for r in c.values() if not r["client_saturated"]]
     lag = max((r["lag"] for r in counted), default=0.0)

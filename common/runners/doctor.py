@@ -132,9 +132,7 @@ def main(argv=None) -> int:
         plan = trials.Plan(script=script, script_args=args.script_args, cpus=cpus, out_dir=out_dir / "try",
                            flags=trial_flags(args), profile_steps=args.profile_steps,
                            budget_s=args.try_budget if given else sized, started=time.perf_counter(), cwd=args.cwd)
-        # its runs forked from one warm server, as a recipe's (Inductor warmed where the compile fix may run)
-        with launch.warm_server(launch.cuda_available(), args.fix_names is None or "compile" in args.fix_names):
-            tried = trials.run(obs, args.fix_names, plan, args.test_fixes)
+        tried = trials.run(obs, args.fix_names, plan, args.test_fixes)  # fresh interpreters: see docs/doctor.md
         write_result(out_dir / "trials.json", tried)
     found = figures.read(env.REPO_ROOT / "reports", catalog.available())
     command = "python -m common.runners.doctor " + shlex.join(argv)

@@ -47,18 +47,6 @@ def place(bundle: Path, manifest: dict, reports: Path) -> None:
                     shutil.copyfile(src, dst)
 
 
-def read_traces(comparisons: list[Path]) -> None:
-    """The traces the tour's children left unread, read into their comparisons' evidence, in one child
-    (common.measure.unread: torch's trace reading stays out of the runners)."""
-    if not comparisons:
-        return
-    proc = launch.process(["-m", "common.measure.unread"], [str(p) for p in comparisons], None)
-    said = proc.stdout.read()
-    if proc.wait() != 0:
-        raise CookbookError("reading the bundle's traces failed (python -m common.measure.unread): "
-                            + (said.strip().splitlines() or ["no output"])[-1])
-
-
 def merge_ledger(manifest: dict, path: Path | None = None) -> bool:
     """A GPU bundle's seconds per process, by leg, into the ledger for its device (not a CPU's)."""
     if manifest["device"].startswith("CPU") or not manifest.get("costs"):
@@ -79,7 +67,7 @@ def finalize(argv=None) -> int:
     place(bundle, manifest, reports)
     rendered = {name: reports / leg["comparison"] for name, leg in manifest["legs"].items()
                 if not leg["aa"] and leg["comparison"]}  # the A/A has no report; a served pair's came rendered
-    read_traces(list(rendered.values()))
+    launch.read_traces(list(rendered.values()))
     written = []
     for name, leg in manifest["legs"].items():
         if name in rendered:

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -36,6 +37,7 @@ from common.errors import EXIT_OOM, CookbookError
 from common.presets import WORKLOADS
 
 LOG_TAIL = 15  # lines of a failed run's log shown in the terminal and the report
+WARM_START_S = 120  # the fork server's start, at most: past it each child starts as a fresh interpreter
 
 
 def add_flags(p: argparse.ArgumentParser, rounds_help: str | None = None) -> None:
@@ -100,15 +102,24 @@ def cuda_device_count() -> int:
     """The GPUs a child process sees: the runner itself never imports torch nor holds a CUDA context."""
     if "gpus" in seen():
         return int(seen()["gpus"])
-    probe = ("import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0, torch.__version__, "
-             "torch.version.cuda)")
+    probe = ("import json, torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
+             "print(json.dumps({'gpus': n, 'torch': torch.__version__, 'cuda': torch.version.cuda, "
+             "'capability': list(torch.cuda.get_device_capability(0)) if n else None, "
+             "'name': torch.cuda.get_device_name(0) if n else None, 'archs': torch.cuda.get_arch_list()}))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=env.REPO_ROOT, capture_output=True, text=True).stdout
-    said = (out.strip().splitlines() or [""])[-1].split()
-    count = int(said[0]) if said and said[0].isdigit() else 0
-    if not count and len(said) == 3:  # before anything runs: a GPU that torch cannot see is said, not silently skipped
-        why = startup.unseen(said[1], None if said[2] == "None" else said[2])
+    try:
+        said = json.loads((out.strip().splitlines() or ["{}"])[-1])
+    except ValueError:
+        return 0
+    count = int(said.get("gpus") or 0)
+    if not count and said.get("torch"):  # before anything runs: a GPU torch cannot see is said, not skipped silently
+        why = startup.unseen(said["torch"], said["cuda"])
         if why:
             print(f"warning: {why}", file=sys.stderr, flush=True)
+    if count:  # a GPU torch sees but has no kernels for stops here, not at the first op of every run
+        why = startup.no_kernels(said["torch"], said["cuda"], tuple(said["capability"]), said["name"], said["archs"])
+        if why:
+            raise CookbookError(why)
     return count
 
 
@@ -301,13 +312,13 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
     return Outcome("failed", None, seconds, log, proc.returncode, tail)
 
 
-def process(target: list[str], argv: list[str], log, extra_env=None):
+def process(target: list[str], argv: list[str], log, extra_env=None, cpus=None):
     """A child that is not a measured run (a server, a build step): `python <target> <argv>` from the
     repository's root, leading its own session (a terminal's Ctrl-C reaches the runner alone), its
-    output into `log` (None: a pipe in .stdout), forked from the suite's zygote where there is one.
-    End it with end()."""
+    output into `log` (None: a pipe in .stdout), pinned to `cpus` where given, forked from the
+    suite's zygote where there is one. End it with end()."""
     child_env = {**os.environ, **(extra_env or {}), "PYTHONPATH": _pythonpath()}
-    return _start([sys.executable, *target, *argv], target, (), env.REPO_ROOT, child_env, None, log, session=True)
+    return _start([sys.executable, *target, *argv], target, (), env.REPO_ROOT, child_env, cpus, log, session=True)
 
 
 @contextlib.contextmanager
@@ -327,7 +338,8 @@ def warm_server(cuda: bool, compiles: bool = False, wanted: bool = True):
     proc = subprocess.Popen(cmd, cwd=env.REPO_ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": _pythonpath()})
     try:
-        if proc.stdout.readline().strip() == "ready":
+        # it says "ready" once it has imported torch (seconds; a CPU's Inductor warm-up ~10 s more)
+        if select.select([proc.stdout], [], [], WARM_START_S)[0] and proc.stdout.readline().strip() == "ready":
             os.environ[env.ZYGOTE_ENV] = str(sock)
         else:
             print("the fork server did not start: each child starts as a fresh interpreter", flush=True)
@@ -337,6 +349,18 @@ def warm_server(cuda: bool, compiles: bool = False, wanted: bool = True):
         with contextlib.suppress(subprocess.TimeoutExpired):
             stop_group(proc, 5)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def read_traces(comparisons: list[Path]) -> None:
+    """The traces a tour's children left unread, read into their comparisons' evidence, in one child
+    (common.measure.unread: torch's trace reading stays out of the runners)."""
+    if not comparisons:
+        return
+    proc = process(["-m", "common.measure.unread"], [str(p) for p in comparisons], None)
+    said = proc.stdout.read()
+    if proc.wait() != 0:
+        raise CookbookError("reading the traces failed (python -m common.measure.unread): "
+                            + (said.strip().splitlines() or ["no output"])[-1])
 
 
 def _pythonpath() -> str:

@@ -35,18 +35,24 @@ def check_local(url: str) -> None:
 
 
 def offer(url: str, bodies: list[bytes], rate: float, duration_s: float, timeout_s: float,
-          clients: int = 1) -> RatePoint:
+          clients: int = 1, cpus: list[int] | None = None) -> RatePoint:
     """Send rate x duration_s requests (bodies taken in turn) to url at a fixed arrival rate, from
-    `clients` processes sharing one schedule (request i from process i mod clients)."""
+    `clients` processes sharing one schedule (request i from process i mod clients), on `cpus` where
+    given (cores apart from the server's)."""
     check_local(url)
     n = max(1, int(rate * duration_s))
     start = time.perf_counter() + (0.05 if clients == 1 else 0.5)  # the processes started before the first is due
-    shares = [(url, bodies, rate, range(k, n, clients), start, timeout_s) for k in range(clients)]
-    if clients == 1:
-        parts = [_share(shares[0])]
+    shares = [(url, bodies, rate, range(k, n, clients), start, timeout_s, cpus) for k in range(clients)]
+    if clients == 1:  # in this process: pinned for the while, where it is pinned at all (cpus: Linux)
+        before = os.sched_getaffinity(0) if cpus else None
+        try:
+            parts = [_share(shares[0])]
+        finally:
+            if before:
+                os.sched_setaffinity(0, before)
     else:  # forked: the runner holds no torch and no event loop here
-        with multiprocessing.get_context("fork").Pool(clients) as pool:
-            parts = pool.map(_share, shares)
+        with multiprocessing.get_context("fork").Pool(clients) as pool:  # a worker that dies fails, not hangs
+            parts = pool.map_async(_share, shares).get(timeout=duration_s + timeout_s + 60)
     latencies = [x for p in parts for x in p["latencies"]]
     lags = [x for p in parts for x in p["lags"]]
     outcome = {k: sum(p["outcome"][k] for p in parts) for k in parts[0]["outcome"]}
@@ -62,7 +68,10 @@ def offer(url: str, bodies: list[bytes], rate: float, duration_s: float, timeout
 
 
 def _share(args) -> dict:
-    return asyncio.run(_send(*args))
+    *send, cpus = args
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    return asyncio.run(_send(*send))
 
 
 async def _send(url: str, bodies: list[bytes], rate: float, indices: range, start: float, timeout_s: float) -> dict:

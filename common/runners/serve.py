@@ -35,8 +35,7 @@ START_TIMEOUT_S = 300  # the first start builds the trained weights and, for the
 DRAIN_TIMEOUT_S = 60
 SATURATED_P99 = 4.0  # a rate whose p99 passes 4x the SLA ends the twin's sweep: higher rates only queue
 SATURATED_FAILURES = 0.1  # as does one where a tenth of the requests fail (503s, timeouts, errors)
-# client processes a rate may be offered from, where one cannot offer it: half the cores (the server has the rest)
-MAX_CLIENTS = max(2, min(8, len(os.sched_getaffinity(0)) // 2))
+MAX_CLIENTS = 8  # client processes a rate may be offered from, where one cannot offer it (at most its cores)
 
 
 @dataclass
@@ -79,6 +78,13 @@ class Plan:
     results_dir: Path
     command: str
     mode: str = field(default="cpu")
+    # with 4 cores or more the server and its load generator run on cores of their own, half each
+    server_cpus: list | None = None
+    client_cpus: list | None = None
+
+    @property
+    def most_clients(self) -> int:
+        return max(2, min(MAX_CLIENTS, len(self.client_cpus or [])))
 
     @property
     def timeout_s(self) -> float:
@@ -115,11 +121,14 @@ def parse(argv) -> Plan:
     if sla <= 0:
         raise CookbookError("--sla-ms must be above 0")
     results = launch.output_folder(a.reports_dir, a.recipe)
+    cpus = launch.cpu_set(a.cpus)
+    half = len(cpus) // 2 if len(cpus) >= 4 else 0
     return Plan(recipe=a.recipe, pairs=catalog.workloads(a.recipe), rounds=a.rounds or settings.ROUNDS[mode],
                 rates=rates, duration_s=a.duration_s or settings.DURATION_S[mode], sla_ms=sla,
                 parity_requests=settings.PARITY_REQUESTS[mode], device="cuda" if cuda else "cpu", data=a.data,
                 smoke=a.smoke, reports_dir=Path(a.reports_dir), results_dir=results, mode=mode,
-                command="python -m common.runners.serve " + " ".join(argv))
+                command="python -m common.runners.serve " + " ".join(argv),
+                server_cpus=cpus[:half] or None, client_cpus=cpus[half:] if half else None)
 
 
 def _post(url: str, body: bytes, timeout: float = 2.0) -> tuple[int, dict, dict]:
@@ -154,7 +163,7 @@ class Twin:
         self.log = open(self.log_path, "w")
         self.started = time.perf_counter()
         self.proc = launch.process(["-m", catalog.module(plan.recipe, pair, variant)], argv, self.log,
-                                   {env.RUN_ENV: f"{variant}:{round_no}"})
+                                   {env.RUN_ENV: f"{variant}:{round_no}"}, cpus=plan.server_cpus)
 
     def wait_ready(self, body: bytes) -> float:
         """Seconds from the process's start to its first answer."""
@@ -247,18 +256,18 @@ def _ms(v):
 
 
 def _offered(plan, twin, bodies, rate: float, clients: int, who: str):
-    """One rate's point, offered again from twice the client processes (up to MAX_CLIENTS) while the
+    """One rate's point, offered again from twice the client processes (up to plan.most_clients) while the
     client, not the server, fell short of it; marked client_saturated where even those did."""
     while True:
         _post(twin.url + "/admin/reset", b"")
-        point = offer(twin.url + "/predict", bodies, rate, plan.duration_s, plan.timeout_s, clients)
+        point = offer(twin.url + "/predict", bodies, rate, plan.duration_s, plan.timeout_s, clients, plan.client_cpus)
         point.server = _get(twin.url + "/admin/stats")["window"]
         point.client_saturated = point.client_fell_short(plan.sla_ms)
-        if not point.client_saturated or clients >= MAX_CLIENTS:
+        if not point.client_saturated or clients >= plan.most_clients:
             return point
         print(f"  {who}: {rate:g} req/s: {clients} client process(es) sent {point.offered_per_s:.0f}/s (lag p99 "
-              f"{_ms(point.send_lag_p99_ms)}); again from {min(MAX_CLIENTS, 2 * clients)}", flush=True)
-        clients = min(MAX_CLIENTS, 2 * clients)
+              f"{_ms(point.send_lag_p99_ms)}); again from {min(plan.most_clients, 2 * clients)}", flush=True)
+        clients = min(plan.most_clients, 2 * clients)
 
 
 def _profile(plan, twin, bodies, rate, trace, clients: int = 1) -> dict:
@@ -266,7 +275,7 @@ def _profile(plan, twin, bodies, rate, trace, clients: int = 1) -> dict:
     (else the lowest): where a request's time went, and the trace."""
     _post(twin.url + "/admin/reset", b"")
     _post(twin.url + f"/admin/profile?batches={20 if plan.smoke else 200}", b"")
-    point = offer(twin.url + "/predict", bodies, rate, plan.duration_s, plan.timeout_s, clients)
+    point = offer(twin.url + "/predict", bodies, rate, plan.duration_s, plan.timeout_s, clients, plan.client_cpus)
     deadline = time.perf_counter() + 30
     while _get(twin.url + "/admin/stats")["profile"] != "written" and time.perf_counter() < deadline:
         time.sleep(0.1)

@@ -199,7 +199,14 @@ def pack(root: Path, names: list[str], limit: int = VOLUME_BYTES, most: int = MA
 def write_bundle(bundle: Path, manifest: dict, root: Path) -> None:
     """The volumes, then tour.json last: a reader trusts tour.json's legs, whose files the volumes hold."""
     names = sorted({f for d in manifest["legs"].values() for f in d["files"]})
-    volumes, left_out = pack(root, names)
+    volumes, left_out = pack(root, names, VOLUME_BYTES)
+    # a trace that does not fit is read here first: its pair's evidence is kept, only the file is left out
+    waiting = [root / d["comparison"] for d in manifest["legs"].values()
+               if d["comparison"] and set(d["files"]) & set(left_out)
+               and '"unread"' in (root / d["comparison"]).read_text()]
+    if waiting:
+        launch.read_traces(waiting)
+        volumes, left_out = pack(root, names, VOLUME_BYTES)
     bundle.mkdir(parents=True, exist_ok=True)
     for i, data in enumerate(volumes, 1):
         atomic_write_bytes(bundle / f"pairs-{i}.tar.gz", data)

@@ -1,9 +1,11 @@
 """CIFAR-10: the real download, a folder the user gives, or synthetic images in the real
 `cifar-10-batches-py` pickle format, always read by torchvision's own CIFAR10 class."""
 import hashlib
+import os
 import pickle
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,8 @@ ALL_FILES = TRAIN_FILES + ["test_batch", "batches.meta"]
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 PER_FILE = 10000
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"  # torchvision's source
+DOWNLOAD_S = 900  # the download's own timeout
+RETRY_AFTER_S = 3600  # a failed download is tried again after this long, not by every process queued behind it
 
 
 def _dataset_class(verify_checksums: bool):
@@ -138,9 +142,18 @@ def _cached(real: Path) -> tuple[Path, bool, datasource.DataSource] | None:
 
 
 def _download(root: Path) -> Path:
+    """torchvision's download and extraction into a folder of its own, then moved into place whole: a
+    download cut by its timeout (its thread may go on writing) never leaves files where they are read."""
     from torchvision.datasets import CIFAR10
 
-    datasource.call_with_timeout(lambda: CIFAR10(root=str(root), train=True, download=True), 900)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".download-", dir=root))
+    try:
+        datasource.call_with_timeout(lambda: CIFAR10(root=str(tmp), train=True, download=True), DOWNLOAD_S)
+        shutil.rmtree(root / BATCHES, ignore_errors=True)
+        os.replace(tmp / BATCHES, root / BATCHES)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return root
 
 
@@ -166,10 +179,17 @@ def locate(data_arg: str | None) -> tuple[Path, bool, datasource.DataSource]:
             cached = _cached(real)  # another process downloaded it while this one waited
             if cached:
                 return cached
-            try:
-                return _download(real), True, datasource.source("real", "torchvision.datasets.CIFAR10")
-            except Exception as e:
-                reason = f"download failed ({type(e).__name__})"
+            failed = env.data_dir() / ".cifar10-download-failed"
+            if failed.exists() and time.time() - failed.stat().st_mtime < RETRY_AFTER_S:
+                reason = f"download failed in another process {time.time() - failed.stat().st_mtime:.0f} s ago"
+            else:  # one failure is not waited out again by each process queued behind it
+                try:
+                    found = _download(real), True, datasource.source("real", "torchvision.datasets.CIFAR10")
+                    failed.unlink(missing_ok=True)
+                    return found
+                except Exception as e:
+                    failed.touch()
+                    reason = f"download failed ({type(e).__name__})"
     return write_synthetic(synthetic_root), False, datasource.source(
         "synthetic", None, f"synthetic images in the CIFAR-10 pickle format (not real data); {reason}")
 
