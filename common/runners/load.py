@@ -50,9 +50,8 @@ def offer(url: str, bodies: list[bytes], rate: float, duration_s: float, timeout
         finally:
             if before:
                 os.sched_setaffinity(0, before)
-    else:  # forked: the runner holds no torch and no event loop here
-        with multiprocessing.get_context("fork").Pool(clients) as pool:  # a worker that dies fails, not hangs
-            parts = pool.map_async(_share, shares).get(timeout=duration_s + timeout_s + 60)
+    else:
+        parts = _forked(shares, duration_s + timeout_s + 60)
     latencies = [x for p in parts for x in p["latencies"]]
     lags = [x for p in parts for x in p["lags"]]
     outcome = {k: sum(p["outcome"][k] for p in parts) for k in parts[0]["outcome"]}
@@ -65,6 +64,49 @@ def offer(url: str, bodies: list[bytes], rate: float, duration_s: float, timeout
                      send_lag_p99_ms=stats.percentile(lags, 99) if lags else None,
                      # n sends over the span from the first due time to the last send (n / rate when on time)
                      offered_per_s=n / max(last_sent - start + 1.0 / rate, 1e-9), clients=clients)
+
+
+def _forked(shares: list[tuple], within_s: float) -> list[dict]:
+    """Each share from a process of its own, forked from this one (single-threaded here, no event loop
+    running, no torch), its outcome sent back on a pipe; one that fails or does not end in time ends
+    them all with an error, never a hang."""
+    ctx = multiprocessing.get_context("fork")
+    started = []
+    for share in shares:
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_client, args=(share, send), daemon=True)
+        proc.start()
+        send.close()
+        started.append((recv, proc))
+    deadline, parts = time.monotonic() + within_s, []
+    try:
+        for recv, proc in started:
+            if not recv.poll(max(0.0, deadline - time.monotonic())):
+                raise RuntimeError(f"a load client (pid {proc.pid}) sent nothing within {within_s:.0f} s")
+            try:
+                part = recv.recv()
+            except EOFError:
+                raise RuntimeError(f"a load client (pid {proc.pid}) ended without its outcome "
+                                   f"(exit {proc.exitcode})") from None
+            if "error" in part:
+                raise RuntimeError(f"a load client failed: {part['error']}")
+            parts.append(part)
+    finally:
+        for recv, proc in started:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(5)
+            recv.close()
+    return parts
+
+
+def _client(share: tuple, send) -> None:
+    try:
+        send.send(_share(share))
+    except BaseException as e:  # said to the runner, which stops
+        send.send({"error": f"{type(e).__name__}: {e}"})
+    finally:
+        send.close()
 
 
 def _share(args) -> dict:
