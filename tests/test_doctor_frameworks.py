@@ -138,12 +138,13 @@ def test_an_interval_too_wide_to_mean_anything_is_said_in_words():
 
     wild = Speedup(ratio=0.56, low=1e-30, high=2.6e28, method="", verdict="undecided", processes=[2, 2], floor=0.03)
     said = stats.describe(wild, "amp")
-    assert said.startswith("too noisy to decide: 0.56x") and "e+28" not in said and "idle machine" in said
+    assert said.startswith("too noisy to decide: the processes' times disagree beyond what 2 processes each")
+    assert "0.56" not in said and "e+28" not in said and "idle machine" in said  # no number that reads as a result
     fair = Speedup(ratio=0.96, low=0.73, high=1.29, method="", verdict="undecided", processes=[3, 3], floor=0.03)
     assert "0.73-1.29" in stats.describe(fair)
     won = Speedup(ratio=9.0, low=2.25, high=1e9, method="", verdict="faster", processes=[2, 2], floor=0.03)
     assert stats.describe(won, "workers").startswith("workers is 9.00x faster (95% interval from 2.25x up;")
-    rows = [Trial(fix="amp", recipe="amp", how="", verdict="no significant difference", speedup=wild)]
+    rows = [Trial(fix="amp", recipe="amp", how="", verdict=stats.verdict_words(wild), speedup=wild)]
     assert "too noisy to decide" in headline(rows, cpu=True)
 
 
@@ -297,3 +298,37 @@ def test_the_sync_counter_leaves_tensor_as_it_was_and_compiled_scripts_alone():
     assert {name: torch.Tensor.__dict__.get(name) for name in READS} == before and lines.counts == {}
     assert not lines._script_code(str(REPO / "common" / "harness.py"))
     assert not lines._script_code("/usr/lib/python3/dist-packages/x.py")
+
+
+def test_every_try_row_says_one_verdict_in_its_cell_its_column_its_bullet_and_the_terminal():
+    """A busy machine's rows read "too noisy to decide: 1.79x, but ..." in the cell and "no significant
+    difference" in the verdict: one vocabulary now (stats.verdict_words), and no bare ratio where the
+    interval does not decide."""
+    from common.analysis import stats
+    from common.analysis.results import Speedup, Trial, Trials
+    from common.render.doctor import trial_result, trials_section
+
+    cases = {"workers": (1.74, 1.62, 1.85, "faster"), "amp": (11.04, 1e-3, 9e4, "undecided"),
+             "fused": (1.01, 0.99, 1.02, "no meaningful difference"), "compile": (0.96, 0.73, 1.29, "undecided"),
+             "set_to_none": (0.80, 0.70, 0.90, "slower"), "channels_last": (1.20, None, None, "undecided")}
+    rows = []
+    for fix, (ratio, low, high, verdict) in cases.items():
+        s = Speedup(ratio=ratio, low=low, high=high, method="", verdict=verdict, processes=[3, 3], floor=0.03)
+        rows.append(Trial(fix=fix, recipe=fix if fix != "fused" else "fused_optimizer", how="", why="x",
+                          verdict=stats.verdict_words(s), speedup=s, parity_ok=True))
+    tried = Trials(budget_s=60, spent_s=50, rounds=3, stopped="", deterministic=True, noise="", rows=rows,
+                   manual=[], headline="")
+    lines = trials_section(tried, cpu=True)
+    table = [line.split(" | ") for line in lines if line.startswith("| [`")]
+    assert len(table) == len(cases)
+    said = set()
+    for cells, t in zip(table, rows):
+        cell, verdict = cells[2], cells[-1].rstrip(" |")
+        assert verdict == t.verdict and verdict in cell.lower(), (cell, verdict)  # "SLOWER: 0.80x (...)"
+        assert any(line.startswith(f"- **{t.fix}**: {verdict}.") for line in lines)
+        assert trial_result(t) == cell  # what the terminal prints for it
+        said.add(verdict)
+    assert said == {"faster", "too noisy to decide", "no meaningful difference", "no significant difference",
+                    "slower", "no interval"}
+    noisy = trial_result(rows[1])
+    assert "11.04" not in noisy and noisy.startswith("too noisy to decide")

@@ -163,6 +163,17 @@ def too_noisy(s: Speedup) -> bool:
     return s.low is not None and s.high > NOISY_SPAN * max(s.low, 1e-12)
 
 
+def verdict_words(s: Speedup) -> str:
+    """The verdict in the one vocabulary every cell, verdict column, bullet and terminal line uses:
+    faster, slower, no meaningful difference, no significant difference, too noisy to decide, or no
+    interval; describe(s) opens with the same words."""
+    if s.low is None:
+        return "no interval"
+    if s.verdict == "undecided" and too_noisy(s):
+        return "too noisy to decide"
+    return WORDS[s.verdict]
+
+
 def describe(s: Speedup, who: str | None = None) -> str:
     """The plain sentence every page says a speedup with (a report's section opens with it):
     'fast is 1.15x faster (95% interval 1.01-1.39, 5 processes each)', 'no significant difference:
@@ -177,8 +188,8 @@ def describe(s: Speedup, who: str | None = None) -> str:
             return f"{subject}{s.ratio:.2f}x faster (95% interval from {s.low:.2f}x up; {unresolved})"
         if s.verdict == "slower":
             return f"{subject}SLOWER: {s.ratio:.2f}x (95% interval up to {s.high:.2f}x; {unresolved})"
-        return (f"too noisy to decide: {s.ratio:.2f}x, but the processes' times disagree beyond what "
-                f"{_processes(s)} can resolve (try {NOISY_ADVICE})")
+        return (f"too noisy to decide: the processes' times disagree beyond what {_processes(s)} can resolve "
+                f"(try {NOISY_ADVICE})")  # no ratio: a number there would read as a result
     interval = f"95% interval {s.low:.2f}-{s.high:.2f}" + (f", {_processes(s)}" if s.processes else "")
     subject = f"{who} is " if who else ""
     return {"faster": f"{subject}{s.ratio:.2f}x faster ({interval})",

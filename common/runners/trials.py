@@ -218,7 +218,7 @@ def row(plan: Plan, done: launch.Rounds, arm, fix: Fix | None, rule: dict, noisy
         trial.label = " + ".join([f"{fixed.loaders[0].num_workers} loader workers", *others])
     s = _speedup(done, arm, MAX_ROUNDS - MIN_ROUNDS + 1)
     trial.speedup = s
-    trial.verdict = stats.WORDS[s.verdict]
+    trial.verdict = stats.verdict_words(s)
     n = len(done.runs[arm])
     before, after = aggregate(done.runs[()][:n]), aggregate(done.runs[arm])
     trial.memory_kind, trial.memory_before_mb, trial.memory_after_mb = (after.memory.kind, before.memory.peak_mb,
