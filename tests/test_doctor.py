@@ -199,3 +199,26 @@ def test_gradient_accumulation_counts_every_batch_of_a_step(tmp_path):
             "batch 32") in md
     assert "Batch 32, " in md
     assert "| zero_grad | zeroes |" in md and "- **set_to_none**: " in md
+
+
+def test_a_read_every_10th_step_is_counted_at_a_tenth_and_no_loader_gets_no_loading_advice(tmp_path):
+    """27 timed steps and 3 profiled (+1 profiler warm-up): 31 measured, 3 or 4 of them reads. Counted over
+    all of them, not extrapolated from 3 profiled steps (0 or 0.33); and with batches made in the loop,
+    no data-loading finding nor the dataloader recipe."""
+    proc = doctor(tmp_path, PLAIN / "periodic_item.py", "--warmup", "3", "--steps", "27", "--time", "60",
+                  "--profile-steps", "3")
+    md = report(tmp_path)
+    said = next(line for line in md.splitlines() if "periodic_item.py:" in line and "per step" in line)
+    rate = float(said.split("` (")[1].split(" per step")[0])
+    assert 3 / 31 <= rate <= 4 / 31, said
+    assert "data loading" not in proc.stdout and "**data loading" not in md and "(recipes/dataloader" not in md
+
+
+def test_the_timed_stretch_ends_at_its_time_bound_when_the_steps_slow_down(tmp_path):
+    """The warm-up's 2 ms steps plan 50 timed steps; at 200 ms each they would take 10 s against --time 0.5."""
+    doctor(tmp_path, PLAIN / "slows_down.py", "--warmup", "3", "--steps", "50", "--time", "0.5",
+           "--profile-steps", "1")
+    (obs,) = (tmp_path / "results" / "doctor").rglob("observation.json")
+    timing = json.loads(obs.read_text())["result"]["timing"]
+    assert timing["timed_wall_s"] < 1.2 and len(timing["step_ms"]) < 10, timing["timed_wall_s"]
+    assert "the timed steps ended at --time (0.5 s)" in report(tmp_path)

@@ -2,6 +2,8 @@
 cost model) of what the observer measured, then what the compute itself could gain from the
 settings the profiled steps show (16-bit, TF32, channels_last, a fused optimizer, set_to_none,
 compile or CUDA graphs for a host-bound step, DataLoader workers)."""
+from pathlib import Path
+
 from common.analysis.diagnosis import analyse
 from common.analysis.results import Component, DoctorVerdict, Finding, Gain, Observation
 
@@ -90,6 +92,24 @@ def gains_of(obs: Observation, costs: dict[str, float]) -> list[Gain]:
     return out
 
 
+def host_reads(obs: Observation) -> list[str]:
+    """What no fix from outside can change: the script's own lines that read a tensor on the host
+    (measure.syncs: lines that ran; on a GPU only reads of a GPU tensor), each with its rate counted
+    over every measured step, so that a read every 10th step is 0.1 per step."""
+    folder = Path(obs.script).parent
+    out = []
+    for where, per_step in sorted(obs.sync_lines.items(), key=lambda kv: (kv[0].rsplit(":", 1)[0],
+                                                                          int(kv[0].rsplit(":", 1)[1]))):
+        name, line = where.rsplit(":", 1)
+        try:
+            text = (folder / name).read_text(errors="replace").splitlines()[int(line) - 1].strip()
+        except (OSError, IndexError):
+            text = "?"
+        out.append(f"{where}: `{text}` ({per_step:.3g} per step: a host sync in the step; the recipe `sync_removal` "
+                   "keeps the value on the device and reads it after the loop)")
+    return out
+
+
 def blind_spots(obs: Observation) -> list[str]:
     """What this run could not see, said rather than left out."""
     r = obs.result
@@ -112,6 +132,9 @@ def read(obs: Observation) -> DoctorVerdict:
     """The verdict: the diagnosis' findings ranked by measured cost (plus the time outside the phases
     the doctor sees, where it is large), the headline the largest, then the gains."""
     d = analyse(obs.result)
+    if not obs.loaders and len(d.findings) > 1:  # no DataLoader: no loading to measure, nor a loader to advise on
+        d.findings = [f for f in d.findings if f.kind != "data loading"]
+        d.bottleneck.costs.pop("data loading", None)
     t = obs.result.timing
     inside = sum(c.mean_ms for c in d.components)
     if d.components and t.summary.mean_ms > inside:

@@ -133,7 +133,7 @@ class Observer:
         self.fixes = Fixes(args.fix)
         self.losses = []  # each backward's loss (--step forward: each output's mean), on its device
         self.t_start = time.perf_counter()
-        self._syncs = None  # SyncLines, over the profiled steps (made once the device is known)
+        self._syncs = None  # SyncLines, over the timed and profiled steps (made once the device is known)
         self.cwd = os.getcwd()  # where the script started (a script may chdir later: Hydra does)
 
     # --- installing -----------------------------------------------------------------------------
@@ -360,10 +360,14 @@ class Observer:
         elif self.stage == "timed steps":
             i = self.ends - self.timed_from
             self.timer.stop(i - 1)
-            if i < self.timed_n:
+            over = i >= MIN_TIMED and time.perf_counter() - self.t0 >= a.time  # --time bounds it, as it says
+            if i < self.timed_n and not over:
                 self._begin_timed_step(i)
             else:
-                self._end_timed(self.timed_n)
+                if i < self.timed_n:
+                    self.notices.append(f"the timed steps ended at --time ({a.time:g} s) after {i} of the "
+                                        f"{self.timed_n} the warm-up's pace planned: the steps got slower")
+                self._end_timed(i)
                 self._start_profiled()
         elif self.stage == "profiled steps":
             self.prof.step()
@@ -406,6 +410,10 @@ class Observer:
         self.cpu = cpu_time.Clock()
         self.monitor.__enter__()
         self.stage, self.timed_from, self.t0 = "timed steps", self.ends, time.perf_counter()
+        # the script's own host reads, line by line, counted over every measured step: a read every 10th
+        # step is 0.1 per step, which a few profiled steps would read as 0 or 0.33
+        self._syncs = SyncLines(Path(a.script), d.type == "cuda")
+        self._syncs.install()
         self._begin_timed_step(0)
 
     def _begin_timed_step(self, i):
@@ -460,28 +468,33 @@ class Observer:
     def _start_profiled(self):
         a = self.args
         if not a.profile_steps:
+            self._stop_syncs()
             self._start_counted()
             return
         print(f"doctor: profiling {a.profile_steps} steps (+1 warm-up)", flush=True)
         warnings.filterwarnings("ignore", message="Warning: Profiler clears events")  # one cycle: nothing cleared
         stem = Path(a.script).stem
         (Path(a.trace_dir) / f"{stem}.pt.trace.json").unlink(missing_ok=True)  # an earlier run's is not this one's
-        self._syncs = SyncLines(Path(a.script), self.device.type == "cuda")
         try:
             self._prof_cm = profiler(Path(a.trace_dir), stem, self.device, a.profile_steps)
             self.prof = self._prof_cm.__enter__()
         except Exception as e:
             self.prof = None
             self._failed("the profiler", e)
+            self._stop_syncs()
             self._start_counted()
             return
         self.phases.profiling = True
         self.stage, self.profiled_from = "profiled steps", self.ends
-        self._syncs.install()  # the script's own lines that read a tensor on the host, as they run
+
+    def _stop_syncs(self):
+        """The host reads' count ends with the measured steps (timed and profiled)."""
+        if self._syncs is not None and self._syncs.installed:
+            self._syncs.uninstall()
+            self._syncs.steps = self.ends - self.timed_from
 
     def _end_profiled(self):
-        self._syncs.uninstall()
-        self._syncs.steps = self.ends - self.profiled_from
+        self._stop_syncs()
         self.phases.profiling = False
         for name in list(self._open):  # a phase still open closes before the profiler stops
             self._leave(name)
@@ -515,6 +528,7 @@ class Observer:
         """What was measured, whatever stage the script ended in."""
         for it in self.watched:
             shut_down(it.it)
+        self._stop_syncs()
         if self.stage == "timed steps":
             done = self.ends - self.timed_from
             if done >= MIN_TIMED:
@@ -550,7 +564,7 @@ class Observer:
         return obs
 
     def _sync_lines(self) -> dict[str, float]:
-        """Host reads per step at each line, over the profiled steps and the profiler's warm-up step."""
+        """Host reads per step at each line, over every measured step (timed, profiled, the profiler's warm-up)."""
         if self._syncs is None:
             return {}
         return {k: v / max(1, self._syncs.steps) for k, v in self._syncs.counts.items()}

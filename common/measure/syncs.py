@@ -1,7 +1,7 @@
-"""Where a script reads a tensor on the host, by its own lines: during the doctor's profiled steps the
+"""Where a script reads a tensor on the host, by its own lines: during the doctor's measured steps the
 tensor methods that wait for the device are wrapped, and each call made by code of the script's own
 folder is counted at its line. Lines that never ran (a branch for another setting, a validation loop
-the profiled steps did not reach) are never named; nor are the reads libraries make (a GradScaler's
+the measured steps did not reach) are never named; nor are the reads libraries make (a GradScaler's
 inf check, a Trainer's NaN filter), which no line of the user's can change; on a GPU only reads of a
 GPU tensor count: a CPU tensor's .item() (nanoGPT's batch indices) waits for nothing. Not installed
 where the script compiles (torch.compile): dynamo would trace the wrappers and change its graphs."""
@@ -18,7 +18,7 @@ LIBRARIES = ("site-packages", "dist-packages")
 
 
 class SyncLines:
-    """install() before the profiled steps, uninstall() after them; `counts`: "file:line" -> calls."""
+    """install() before the measured steps, uninstall() after them; `counts`: "file:line" -> calls."""
 
     def __init__(self, script: Path, cuda: bool):
         self.folder, self.cuda = Path(script).resolve().parent, cuda
@@ -26,6 +26,7 @@ class SyncLines:
         self.steps = 0  # the steps it was installed for (the observer sets it)
         self._real = {}  # name -> (the attribute torch.Tensor had in its own __dict__, or None: inherited)
         self._theirs = {}  # co_filename -> whether it is the script's code (cached: a read is a hot path)
+        self.installed = False
 
     def _script_code(self, filename: str) -> bool:
         found = self._theirs.get(filename)
@@ -43,9 +44,10 @@ class SyncLines:
 
             if counters["stats"].get("unique_graphs"):
                 return
-        for name in READS:
+        for name in READS if self.cuda else EXPLICIT:  # only what counts: each wrapper costs its calls a frame
             self._real[name] = torch.Tensor.__dict__.get(name)
             setattr(torch.Tensor, name, self._wrap(name, getattr(torch.Tensor, name)))
+        self.installed = True
 
     def _wrap(self, name, real):
         counted = READS if self.cuda else EXPLICIT
@@ -66,4 +68,4 @@ class SyncLines:
                 delattr(torch.Tensor, name)  # it was inherited: torch.Tensor is left as it was
             else:
                 setattr(torch.Tensor, name, own)
-        self._real = {}
+        self._real, self.installed = {}, False

@@ -129,9 +129,6 @@ def trials_section(tr: Trials, cpu: bool) -> list[str]:
             lines += [f"  - The lines to add to your script (its recipe, `{t.recipe}`, shows them in a pair):", "",
                       "    ```python",
                       *[f"    {line}" for line in textwrap.dedent("\n".join(t.lines)).splitlines()], "    ```"]
-    if tr.manual:
-        lines += ["", "What no fix from outside can change (the lines to change by hand):", ""]
-        lines += [f"- {m}" for m in tr.manual]
     return lines + [""]
 
 
@@ -161,6 +158,11 @@ def render_markdown(obs: Observation, v: DoctorVerdict, figures: dict[str, Figur
     for f in v.diagnosis.findings:
         lines.append(f"- **{f.kind}, {f.cost:.0%}**: {f.says}.")
         lines += [f"  - {recipe_line(rec, figures)}" for rec in f.recipes]
+    reads = doctor.host_reads(obs)
+    if reads:
+        lines += ["", "What no fix from outside can change (the lines to change by hand; host reads counted over "
+                      f"every measured step, {t.summary.n} timed and the profiled ones):", ""]
+        lines += [f"- {m}" for m in reads]
     lines += ["", "## What the compute itself could gain", ""]
     if not v.gains:
         lines.append("Nothing the settings show: no float32-heavy matmuls, NCHW convolutions, for-loop optimizer, "

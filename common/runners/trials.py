@@ -22,6 +22,7 @@ from common import catalog
 from common.analysis import fixes as catalog_fixes
 from common.analysis import stats
 from common.analysis.aggregate import aggregate, early_tolerance, parity, parity_failure
+from common.analysis.doctor import host_reads
 from common.analysis.fixes import Fix
 from common.analysis.results import Observation, Trial, Trials, read_result
 from common.runners import launch
@@ -235,27 +236,6 @@ def lines_to_add(fix: Fix) -> list[str]:
     return catalog_fixes.LINES.get(fix.name, [])
 
 
-def manual(obs: Observation) -> list[str]:
-    """What no fix from outside can change: where the diagnosis counted host syncs, the script's own
-    lines that read a tensor on the host during the profiled steps (measure.syncs: lines that ran,
-    and on a GPU only reads of a GPU tensor)."""
-    ev = obs.result.evidence
-    if ev is None or not ev.syncs_per_step or not obs.sync_lines:
-        return []
-    folder = Path(obs.script).parent
-    out = []
-    for where, per_step in sorted(obs.sync_lines.items(), key=lambda kv: (kv[0].rsplit(":", 1)[0],
-                                                                          int(kv[0].rsplit(":", 1)[1]))):
-        name, line = where.rsplit(":", 1)
-        try:
-            text = (folder / name).read_text(errors="replace").splitlines()[int(line) - 1].strip()
-        except (OSError, IndexError):
-            text = "?"
-        out.append(f"{where}: `{text}` ({per_step:g} per step: a host sync in the step; the recipe `sync_removal` "
-                   "keeps the value on the device and reads it after the loop)")
-    return out
-
-
 def headline(rows: list[Trial], cpu: bool) -> str:
     won = [t for t in rows if t.verdict == "faster"]
     where = " (CPU run)" if cpu else ""
@@ -335,5 +315,5 @@ def run(obs: Observation, names: list[str] | None, plan: Plan, test_fixes: bool 
                                  why="the budget ended", fixes=list(winners)))
     rounds = max((len(v) for v in done.runs.values()), default=0) if done else 0
     return Trials(budget_s=plan.budget_s, spent_s=time.perf_counter() - plan.started, rounds=rounds, stopped=stopped,
-                  deterministic=deterministic, noise=noise_words, rows=ordered, manual=manual(obs),
+                  deterministic=deterministic, noise=noise_words, rows=ordered, manual=host_reads(obs),
                   headline=headline(ordered, obs.result.device != "cuda"))
