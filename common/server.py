@@ -6,7 +6,7 @@ here, so that the pair's diff is the model and the batching alone:
 
 - POST /predict with {"features": [38 numbers]} (one customer) or {"features": [[...], ...]} (up to
   MAX_CUSTOMERS); the answer is {"churn_probability": p} or a list of them. A malformed body gets a
-  422 with a one-line reason, and the server goes on serving.
+  422 with a one-line reason, a body over MAX_BODY_BYTES a 413 unread, and the server goes on serving.
 - One model thread runs every forward: requests wait in a bounded queue, and a request that finds
   it full gets a 503 with Retry-After at once, instead of unbounded latency. The thread takes up to
   `max_batch` rows per forward, waiting at most `max_wait_ms` for company after the first.
@@ -36,6 +36,7 @@ from common.analysis import stats
 from common.measure import faults
 
 MAX_CUSTOMERS = 1024  # rows one request may carry
+MAX_BODY_BYTES = 2 << 20  # 1024 customers' rows fit in well under this; a larger body is refused unread (413)
 RETRY_AFTER_S = 1
 HOST = "127.0.0.1"  # the recipe's servers are for this machine's load generator only
 
@@ -54,14 +55,19 @@ def parse(body: bytes, n_features: int) -> tuple[torch.Tensor, bool]:
         doc = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BadRequest("not JSON", f"the body is not JSON ({e.msg if hasattr(e, 'msg') else e})") from None
+    except RecursionError:  # [[[[... nested deeper than the parser goes
+        raise BadRequest("not JSON", "the body nests deeper than any request of rows does") from None
+    except ValueError as e:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        raise BadRequest("not a number", f"the body holds a number too long to read ({str(e)[:80]})") from None
     if not isinstance(doc, dict) or "features" not in doc:
         raise BadRequest("no features", 'expected a JSON object with "features": a list of numbers, or a list of '
                                         'such lists')
     rows = doc["features"]
-    single = isinstance(rows, list) and not any(isinstance(v, list) for v in rows)
+    if not isinstance(rows, list) or not rows:  # [] and 5 alike: neither is a customer's row
+        raise BadRequest("no features", f'"features" must be a non-empty list of numbers (one customer) or of such '
+                                        f'lists, not {json.dumps(rows)[:40]}')
+    single = not any(isinstance(v, list) for v in rows)
     rows = [rows] if single else rows
-    if not isinstance(rows, list) or not rows:
-        raise BadRequest("no features", '"features" is empty')
     if len(rows) > MAX_CUSTOMERS:
         raise BadRequest("too many customers", f"{len(rows)} customers in one request; at most {MAX_CUSTOMERS}")
     for i, row in enumerate(rows):
@@ -71,8 +77,13 @@ def parse(body: bytes, n_features: int) -> tuple[torch.Tensor, bool]:
         for j, v in enumerate(row):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise BadRequest("not a number", f"customer {i}, feature {j}: {v!r} is not a number")
-            if not math.isfinite(v):
-                raise BadRequest("not finite", f"customer {i}, feature {j}: {v} is not finite")
+            try:
+                finite = math.isfinite(v)
+            except OverflowError:  # an integer beyond any float: 10**400
+                finite = False
+            if not finite:
+                shown = str(v) if isinstance(v, float) else f"an integer of {len(str(abs(v)))} digits"
+                raise BadRequest("not finite", f"customer {i}, feature {j}: {shown} is not finite")
     return torch.tensor(rows, dtype=torch.float32), single
 
 
@@ -190,6 +201,20 @@ def _settle(future: asyncio.Future, result, error):
         future.set_exception(error) if error is not None else future.set_result(result)
 
 
+async def _body(request) -> bytes | None:
+    """The request's body, or None past MAX_BODY_BYTES (declared, or as it streams in), unread beyond it."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def app(predict, n_features: int, max_batch: int, max_wait_ms: float, queue_limit: int, trace_path: Path | None,
         wrong=None, delay_s: float = 0.0, about: dict | None = None):
     """The FastAPI application around one model thread; `about` is returned by /admin/stats."""
@@ -197,7 +222,7 @@ def app(predict, n_features: int, max_batch: int, max_wait_ms: float, queue_limi
     from fastapi.responses import JSONResponse
 
     worker = ModelThread(predict, max_batch, max_wait_ms, queue_limit, trace_path, wrong, delay_s)
-    counts = Counter()  # served, 422, 503, 500
+    counts = Counter()  # served, 413, 422, 503, 500
     reasons = Counter()  # the 422s' reasons, by their first words
     state = {"in_flight": 0}
 
@@ -208,8 +233,13 @@ def app(predict, n_features: int, max_batch: int, max_wait_ms: float, queue_limi
     async def predict_endpoint(request: Request):
         state["in_flight"] += 1
         try:
+            body = await _body(request)
+            if body is None:  # read no further than the limit: a huge body stalls nobody
+                counts["413"] += 1
+                return JSONResponse({"error": f"the body is over {MAX_BODY_BYTES} bytes, the most a request of "
+                                              f"{MAX_CUSTOMERS} customers needs"}, status_code=413)
             try:
-                rows, single = parse(await request.body(), n_features)
+                rows, single = parse(body, n_features)
             except BadRequest as e:
                 counts["422"] += 1
                 reasons[e.kind] += 1
@@ -309,6 +339,11 @@ def serve(script_file: str, load, max_batch: int, max_wait_ms: float = 0.0):
     drain = {}
 
     class Server(uvicorn.Server):
+        async def startup(self, sockets=None):
+            await super().startup(sockets)
+            print(f"serving the {variant} twin on http://{HOST}:{args.port}/predict (Ctrl-C drains and stops)",
+                  flush=True)
+
         def handle_exit(self, sig, frame):  # the drain starts: what is in flight now must still be answered
             drain.setdefault("in_flight_at_signal", api.state.flight["in_flight"])
             drain.setdefault("answered_before_signal", api.state.counts["200"])
@@ -324,6 +359,10 @@ def serve(script_file: str, load, max_batch: int, max_wait_ms: float = 0.0):
     worker.stopping.set()
     worker.join(timeout=30)
     counts = dict(api.state.counts)
+    print(f"drained: {drain.get('in_flight_at_signal', 0)} request(s) in flight at the signal, "
+          f"{counts.get('200', 0) - drain.get('answered_before_signal', counts.get('200', 0))} answered after it; "
+          f"served {counts.get('200', 0)}, refused {counts.get('413', 0) + counts.get('422', 0)}, "
+          f"shed {counts.get('503', 0)}", flush=True)
     if args.summary:
         summary = {**drain, "counts": counts, "answered_after_signal": counts.get("200", 0)
                    - drain.get("answered_before_signal", counts.get("200", 0))}

@@ -70,6 +70,16 @@ def test_the_server_refuses_bad_requests_sheds_overload_and_drains_on_ctrl_c(tmp
                              (json.dumps({"features": ["a"] + ROW[1:]}).encode(), "'a' is not a number")):
             r = httpx.post(url + "/predict", content=body, timeout=5)
             assert r.status_code == 422 and reason in r.json()["error"] and "\n" not in r.json()["error"], r.text
+        digits = lambda n: b'{"features": [1' + b"0" * (n - 1) + b", 0" * 37 + b"]}"  # noqa: E731
+        for body, reason in ((b"[" * 100_000, "nests deeper"), (digits(401), "an integer of 401 digits is not finite"),
+                             (digits(5000), "a number too long to read"),
+                             (b'{"features": []}', '"features" must be a non-empty list'),
+                             (b'{"features": 5}', '"features" must be a non-empty list')):
+            r = httpx.post(url + "/predict", content=body, timeout=5)  # each a 500 before, and not counted
+            assert r.status_code == 422 and reason in r.json()["error"] and "\n" not in r.json()["error"], r.text
+        t0 = time.perf_counter()
+        r = httpx.post(url + "/predict", content=b" " * (3 << 20), timeout=30)  # refused unread, not parsed
+        assert r.status_code == 413 and "over 2097152 bytes" in r.json()["error"] and time.perf_counter() - t0 < 5
         assert httpx.post(url + "/predict", json={"features": [ROW, ROW]}, timeout=5).json()["churn_probability"]
         # overload: 1 forward running + 2 waiting; the rest are shed at once with Retry-After
         t0 = time.perf_counter()
@@ -80,8 +90,10 @@ def test_the_server_refuses_bad_requests_sheds_overload_and_drains_on_ctrl_c(tmp
         assert all(r.headers["retry-after"] == "1" and "overloaded" in r.json()["error"] for r in shed)
         assert time.perf_counter() - t0 < 5  # bounded: the shed requests did not wait their turn
         stats = httpx.get(url + "/admin/stats", timeout=5).json()
-        assert stats["counts"]["422"] == 4 and stats["counts"]["503"] == len(shed)
-        assert stats["reasons_422"] == {"not JSON": 1, "wrong feature count": 1, "not finite": 1, "not a number": 1}
+        assert stats["counts"]["422"] == 9 and stats["counts"]["413"] == 1 and stats["counts"]["503"] == len(shed)
+        assert "500" not in stats["counts"]
+        assert stats["reasons_422"] == {"not JSON": 2, "wrong feature count": 1, "not finite": 2, "not a number": 2,
+                                        "no features": 2}
 
         # the drain: requests in flight when Ctrl-C comes are still answered
         async def interrupted():  # two: both fit the queue, however late the model thread takes the first
@@ -92,6 +104,8 @@ def test_the_server_refuses_bad_requests_sheds_overload_and_drains_on_ctrl_c(tmp
         answers = asyncio.run(interrupted())
         assert [getattr(r, "status_code", None) for r in answers] == [200, 200]
         assert proc.wait(timeout=60) == 0
+        said = proc.stdout.read()
+        assert f"serving the slow twin on {url}/predict" in said and "drained: 2 request(s) in flight" in said
         done = json.loads(summary.read_text())
         assert done["in_flight_at_signal"] == 2 and done["answered_after_signal"] == 2
     finally:
