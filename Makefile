@@ -137,5 +137,6 @@ test: $(SETUP) ## lint (ruff), then the CPU test suite on every core, then the t
 	$(PY) -m pytest -q -n auto --dist loadgroup -m "not alone" --durations=15 && \
 	$(PY) -m pytest -q -m alone --durations=5 $(ALONE_FILES)
 
-clean: ## delete generated results and traces (committed reports stay)
+clean: ## delete generated results and traces, and the cached ceilings (committed reports stay)
 	rm -rf reports/results reports/traces
+	rm -f $${COOKBOOK_DATA_DIR:-data}/matmul_ceilings.json

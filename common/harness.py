@@ -42,8 +42,8 @@ from common.analysis.results import (
     write_result,
 )
 from common.errors import EXIT_OOM
+from common.measure import contention, dropout, faults, memory, stages, stamp, trainstate
 from common.measure import device as device_profile
-from common.measure import dropout, faults, memory, stages, stamp, trainstate
 from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
 from common.measure.process import is_oom, process_hooks, resolve_device, writable_dir
@@ -153,6 +153,7 @@ class Run:
         self._losses, self._probe_span, self._output_bytes = [], (0, 0), None
         self._feed, self._monitor, self._measured = None, None, Measured()
         self._randomness = None  # how the dropout masks were drawn, once the loop has run (Randomness)
+        self._load = None  # other processes' CPU use on this run's cores during the timed steps (Load)
         self._hooks = None
         self._optimizers = trainstate.Stepped()  # what the learning probe saves and puts back
         self._skips = trainstate.ScalerSkips(lambda: len(self._losses))  # steps a GradScaler skipped
@@ -268,7 +269,10 @@ class Run:
             from common import distributed
 
             n = distributed.agree_max(n)
-        m.timing, m.memory = yield from stages.timed(feed, self.device, n, cfg.batch_size, warm, phases, self._monitor)
+        with contention.Window() as busy:  # what else ran on these cores while the steps were timed
+            m.timing, m.memory = yield from stages.timed(feed, self.device, n, cfg.batch_size, warm, phases,
+                                                         self._monitor)
+        self._load = busy.load
         m.batch_bytes = stages.nbytes(feed.last)
         mark("timed")
         self.stage = "profiled steps"
@@ -337,6 +341,7 @@ class Run:
         result.losses, result.extra, result.compile = losses, self.extra, stages.compile_stats()
         result.probe_losses = probe_losses
         result.randomness = self._randomness
+        result.load = self._load
         if serving:  # each request's answer from the warm-up's end on, for parity
             result.answers = [x.float().flatten().cpu().tolist() for x in self._losses[b:b + ANSWERS_KEPT]]
         result.skipped_steps = [i if i < a else i - (b - a) for i in skipped if not a <= i < b]

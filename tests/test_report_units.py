@@ -198,3 +198,44 @@ def test_a_report_cites_the_latest_aa_of_its_own_device_as_the_noise_floor(tmp_p
     s = stats.speedup([10.0, 10.1, 9.9], [10.1, 9.9, 10.0])  # the newer one's
     assert f"{s.ratio:.2f}x, 95% interval {s.low:.2f}-{s.high:.2f}: amp/churn's slow script against itself" in row
     assert "2026-11-24" in row and "3 processes each" in row
+
+
+def test_a_ceiling_measured_on_a_busy_machine_is_not_reused(tmp_path, monkeypatch):
+    """bf16 0.27 TFLOP/s measured beside another job against 0.91 on an idle core was cached and divided
+    every later report: a ceiling keeps its load, and a busy one reads as missing (measured again)."""
+    import json
+
+    from common.analysis import ceiling
+    from common.analysis.results import Ceilings, Load
+
+    from tests_helpers import run_result
+
+    monkeypatch.setenv("COOKBOOK_DATA_DIR", str(tmp_path))
+    stamp = run_result().env
+    for others, kept in ((1.2, False), (0.1, True)):
+        found = Ceilings(gpu="CPU test", bf16_tflops=0.27, fp32_tflops=0.2,
+                         load=Load(others_cores=others, cores=2, wall_s=3.0, threads=2))
+        ceiling.path().write_text(json.dumps({ceiling.device_key(stamp): found.to_json()}))
+        assert (ceiling.cached(stamp, cpu=True) is not None) == kept
+    assert not Load(others_cores=1.2, cores=2, wall_s=1, threads=1).busy  # one thread leaves a core idle
+    assert Load(others_cores=1.6, cores=2, wall_s=1, threads=1).busy
+
+
+def test_the_load_of_a_spinning_process_on_these_cores_is_measured():
+    """Spinners beside the measuring process (its siblings: its own children's time is its own)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in sorted(os.sched_getaffinity(0))]
+    try:
+        probe = ("import time; from common.measure import contention\n"
+                 "with contention.Window() as w: time.sleep(1.0)\nprint(w.load.others_cores)")
+        out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        for p in spin:
+            p.kill()
+    assert float(out.stdout.strip()) >= 0.8 * len(spin), out.stdout + out.stderr

@@ -1,7 +1,8 @@
 """The device's measured ceilings, read back for MFU and the roofline: what this card (or this CPU, at
 its thread count) reaches in a large matmul per dtype and in a large copy. `python -m
 common.measure.ceiling` measures them once per machine and caches them in the data folder, under the
-GPU's name (or the CPU's and its threads) and the torch version; this module only reads that cache."""
+GPU's name (or the CPU's and its threads) and the torch version, with the machine's load while it
+measured; this module only reads that cache, and takes a busy machine's ceilings for missing."""
 import json
 
 from common import env
@@ -31,7 +32,14 @@ def cached(stamp: Stamp, cpu: bool = False) -> Ceilings | None:
         found = json.loads(path().read_text()).get(device_key(stamp))
     except (OSError, ValueError):
         return None
-    return Ceilings.from_json(found) if found else None
+    found = Ceilings.from_json(found) if found else None
+    return None if found is not None and found.load is not None and found.load.busy else found  # measured again
+
+
+def busy_reason(c: Ceilings | None) -> str | None:
+    """Why a ceiling was not kept (measured on a busy machine), in words, else None."""
+    return (f"its ceilings were measured while {c.load.words()}: not kept, measured again next run"
+            if c is not None and c.load is not None and c.load.busy else None)
 
 
 def peak_tflops(ceilings: Ceilings | None, dtype: str, tf32: bool = False) -> float | None:

@@ -151,5 +151,17 @@ def read(obs: Observation) -> DoctorVerdict:
     noisy = (f"; but its step times varied by CV {cv:.0%}, too much for these shares to be sure: a busy "
              "machine (try an idle one, fewer threads with --cpus, or a longer --time) or the script's own "
              "uneven steps (loader stalls, work every N steps)") if cv > STEP_CV_NOISY else ""
-    return DoctorVerdict(headline=f"{top.says[0].upper() + top.says[1:]}{where}{noisy}", diagnosis=d,
-                         gains=gains_of(obs, d.bottleneck.costs), blind=blind_spots(obs))
+    said = f"{top.says[0].upper() + top.says[1:]}{where}{noisy}"
+    return DoctorVerdict(headline=busy_first(obs, said), diagnosis=d, gains=gains_of(obs, d.bottleneck.costs),
+                         blind=blind_spots(obs))
+
+
+def busy_first(obs: Observation, headline: str) -> str:
+    """A headline with the machine's load said first where other processes took the cores the run
+    needed: its times are then the machine's, not the script's alone."""
+    load = obs.result.load if obs.result else None
+    if load is None or not load.busy:
+        return headline
+    return (f"The machine was busy: {load.words()} during the timed steps, so these times are the machine's as "
+            "much as the script's (rerun on an idle machine, or on cores nobody else uses with --cpus); as "
+            f"measured: {headline[0].lower() + headline[1:]}")

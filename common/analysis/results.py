@@ -470,6 +470,7 @@ class RunResult(Record):
     started: float | None = optional()
     randomness: Randomness | None = optional()
     unread: UnreadTrace | None = optional()  # evidence still to read from its trace
+    load: Load | None = optional()  # other processes' CPU use on this run's cores during its timed steps
 
 
 # --- a variant over processes, a comparison, a ladder ------------------------------------------------
@@ -485,6 +486,28 @@ class HostFigures(Record):
 
 
 @dataclass
+class Load(Record):
+    """Other processes' CPU use on the cores a measurement ran on, while it ran (common.measure.contention)."""
+    others_cores: float  # their CPU seconds per second of wall time: 1.0 is one core kept busy
+    cores: int  # the cores the measuring process could use
+    wall_s: float
+    threads: int | None = None  # torch's threads in the measuring process
+
+    @property
+    def busy(self) -> bool:
+        """Whether others took half a core or more of what this run's threads needed: beyond the cores
+        its threads leave idle (none, with torch's default of one thread per core)."""
+        idle = max(0, self.cores - (self.threads or self.cores))
+        return self.others_cores >= idle + BUSY_CORES
+
+    def words(self) -> str:
+        return f"other processes used {self.others_cores:.2f} of the {self.cores} core(s) this run could use"
+
+
+BUSY_CORES = 0.5
+
+
+@dataclass
 class Ceilings(Record):
     """The device's measured ceilings (python -m common.measure.ceiling): matmul TFLOP/s per dtype, for
     MFU and the roofline, and memory bandwidth in GB/s. `gpu`: the GPU's name, or the CPU's ("CPU ...")."""
@@ -496,6 +519,7 @@ class Ceilings(Record):
     how: str | None = None
     date: str | None = None
     bandwidth_gbs: float | None = None  # a large copy's bytes read and written, per second
+    load: Load | None = optional()  # the machine's load while they were measured: a busy one's are not reused
 
 
 @dataclass

@@ -23,8 +23,8 @@ import torch
 from common import env
 from common.analysis import ceiling
 from common.analysis.results import Ceilings, atomic_write_text, file_lock
+from common.measure import contention, stamp
 from common.measure import device as device_profile
-from common.measure import stamp
 
 SIZES = {"cuda": 8192, "cpu": 1024}
 COPY_BYTES = {"cuda": 2**30, "cpu": 2**28}
@@ -75,15 +75,17 @@ def measure(device: torch.device) -> Ceilings:
     before = torch.backends.cuda.matmul.fp32_precision  # fp32_precision, never allow_tf32 (common.measure.tf32)
     measured = {}
     try:
-        for name in dtypes:  # tf32: float32 on the TF32 tensor cores
-            dtype = torch.float32 if name == "tf32" else getattr(torch, name)
-            measured[name] = _matmul_tflops(device, dtype, name == "tf32")
+        with contention.Window() as window:  # the load it was measured under: a busy machine's are not reused
+            for name in dtypes:  # tf32: float32 on the TF32 tensor cores
+                dtype = torch.float32 if name == "tf32" else getattr(torch, name)
+                measured[name] = _matmul_tflops(device, dtype, name == "tf32")
+            bandwidth = _copy_gbs(device)
     finally:
         torch.backends.cuda.matmul.fp32_precision = before
     found = Ceilings(gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU {env.cpu_model()}",
                      bf16_tflops=measured.get("bfloat16"), fp16_tflops=measured.get("float16"),
                      tf32_tflops=measured.get("tf32"), fp32_tflops=measured.get("float32"),
-                     bandwidth_gbs=_copy_gbs(device),
+                     bandwidth_gbs=bandwidth, load=window.load,
                      how=f"{SIZES[device.type]}^3 matmuls ({', '.join(dtypes)}) and a "
                          f"{COPY_BYTES[device.type] // 2**20} MiB copy, median of {REPEATS[device.type]}"
                          + (f", {torch.get_num_threads()} threads" if device.type == "cpu" else ""),

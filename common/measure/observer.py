@@ -52,7 +52,7 @@ from common.analysis.results import (
 from common.cli import DOCTOR_MIN_TIMED as MIN_TIMED
 from common.cli import OneLineParser, add_doctor_flags, split_passthrough
 from common.errors import EXIT_COOKBOOK_FAULT
-from common.measure import cpu_time, memory, settings, stamp
+from common.measure import contention, cpu_time, memory, settings, stamp
 from common.measure.fixes import Fixes
 from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
@@ -408,6 +408,7 @@ class Observer:
         memory.reset_peak(d)
         self.timer, self.data_host = StepTimer(d, self.timed_n), [0.0] * self.timed_n
         self.cpu = cpu_time.Clock()
+        self.machine = contention.Window().__enter__()  # what else ran on these cores while the steps were timed
         self.monitor.__enter__()
         self.stage, self.timed_from, self.t0 = "timed steps", self.ends, time.perf_counter()
         # the script's own host reads, line by line, counted over every measured step: a read every 10th
@@ -424,6 +425,7 @@ class Observer:
         self.phases.step = None
         step_ms = self.timer.step_ms(n)  # the one sync of the timed stretch, after its last step
         wall_s = self._last_end - self.t0  # to the last timed step's end, not what the script did after it
+        self.machine.__exit__(None, None, None)
         self.monitor.__exit__(None, None, None)
         cpu_ms, worker_ms = self.cpu.ms_per_step(n)
         peak = memory.timed_peak(self.device, self.phases.timer)
@@ -457,6 +459,7 @@ class Observer:
                           seed=0, data=None),
             total_s=0.0, timing=timing, memory=peak, gpu_monitor=self.monitor.report())
         self.result.warnings = self.result.gpu_monitor.warnings
+        self.result.load = self.machine.load
         if self.batch_size is None:
             self.notices.append("batch size not seen (no tensor in a batch or a model call): samples/s are steps/s")
 

@@ -73,6 +73,10 @@ def _settings_rows(obs: Observation) -> list[str]:
                      else ""))]
     rows.append(("zero_grad", doctor.zero_grad_style(obs) or "no zero_grad() call seen"))
     e = r.env
+    load = r.load
+    rows += [("torch threads; cores this run could use", f"{e.torch_threads}; {load.cores if load else '?'}"),
+             ("other processes on those cores, timed steps", (f"{load.others_cores:.2f} core(s) busy"
+              + (": a busy machine (see the headline)" if load.busy else "")) if load else "not readable here")]
     rows += [("TF32 matmul / cuDNN; float32 matmul precision",
               f"{e.tf32_matmul} / {e.tf32_cudnn}; {e.float32_matmul_precision}"),
              ("cudnn.benchmark", str(e.cudnn_benchmark))]

@@ -22,7 +22,7 @@ from common import catalog
 from common.analysis import fixes as catalog_fixes
 from common.analysis import stats
 from common.analysis.aggregate import aggregate, early_tolerance, parity, parity_failure
-from common.analysis.doctor import host_reads
+from common.analysis.doctor import busy_first, host_reads
 from common.analysis.fixes import Fix
 from common.analysis.results import Observation, Trial, Trials, read_result
 from common.runners import launch
@@ -316,4 +316,4 @@ def run(obs: Observation, names: list[str] | None, plan: Plan, test_fixes: bool 
     rounds = max((len(v) for v in done.runs.values()), default=0) if done else 0
     return Trials(budget_s=plan.budget_s, spent_s=time.perf_counter() - plan.started, rounds=rounds, stopped=stopped,
                   deterministic=deterministic, noise=noise_words, rows=ordered, manual=host_reads(obs),
-                  headline=headline(ordered, obs.result.device != "cuda"))
+                  headline=busy_first(obs, headline(ordered, obs.result.device != "cuda")))
