@@ -62,14 +62,14 @@ lock: ## re-resolve requirements.txt (+ constraints.txt) into requirements.lock 
 	.venv-lock/bin/uv pip compile requirements.txt --constraints constraints.txt --universal \
 		--python-version 3.10 --output-file requirements.lock
 
-recipe-%: $(SETUP) ## run a recipe's slow/fast pairs -> reports/<recipe>.md (e.g. make recipe-amp)
+recipe-%: $(SETUP) ## run a recipe's slow/fast pairs -> reports/local/<recipe>.md (e.g. make recipe-amp)
 	@$(TIMED) $(PY) -m common.runners.compare $* $(ARGS)
 
-recipes: $(SETUP) ## run every recipe (a failure does not stop the others) -> reports/README.md
+recipes: $(SETUP) ## run every recipe (a failure does not stop the others) -> reports/local/README.md
 	@$(TIMED) status=0; for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.runners.compare $$r $(ARGS) || status=1; done; \
 	$(PY) -m common.render.index; exit $$status
 
-sweep-%: $(SETUP) ## the regime map: a recipe's pair across batch size (or workers) -> reports/sweep_<recipe>.md
+sweep-%: $(SETUP) ## the regime map: a recipe's pair across batch size (or workers) -> reports/local/sweep_<recipe>.md
 	@$(TIMED) $(PY) -m common.runners.sweep $* $(ARGS)
 
 SCRIPT ?=
@@ -77,16 +77,16 @@ FLAGS ?=
 doctor: $(SETUP) ## diagnose your own script: make doctor SCRIPT=path/to/train.py ARGS='its args' (FLAGS='--step forward')
 	@$(TIMED) $(PY) -m common.runners.doctor $(SCRIPT) $(FLAGS) -- $(ARGS)
 
-diagnose-%: $(SETUP) ## the four-phase diagnosis of a baseline -> reports/baseline_<workload>.md (churn, resnet18)
+diagnose-%: $(SETUP) ## the four-phase diagnosis of a baseline -> reports/local/baseline_<workload>.md (churn, resnet18)
 	@$(TIMED) $(PY) -m common.runners.diagnose $* $(ARGS)
 
 baselines: $(SETUP) ## diagnose both naive baselines (make diagnose-churn, make diagnose-resnet18)
 	@$(TIMED) status=0; for w in churn resnet18; do $(PY) -m common.runners.diagnose $$w $(ARGS) || status=1; done; exit $$status
 
-ladder: $(SETUP) ## climb both ladders, naive -> every technique -> reports/ladder_<workload>.md
+ladder: $(SETUP) ## climb both ladders, naive -> every technique -> reports/local/ladder_<workload>.md
 	@$(TIMED) $(PY) -m common.runners.climb $(ARGS)
 
-all: $(SETUP) ## baselines, every recipe, both ladders, then reports/README.md (failures do not stop the rest)
+all: $(SETUP) ## baselines, every recipe, both ladders, then reports/local/README.md (failures do not stop the rest)
 	@$(TIMED) status=0; \
 	for w in churn resnet18; do $(PY) -m common.runners.diagnose $$w $(ARGS) || status=1; done; \
 	for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.runners.compare $$r $(ARGS) || status=1; done; \
@@ -103,7 +103,7 @@ BUNDLE ?=
 finalize: $(SETUP) ## a tour's bundle into the reports, the overview and the README's column, anywhere: make finalize BUNDLE=DIR
 	@$(TIMED) $(PY) -m common.runners.finalize $(BUNDLE) $(ARGS)
 
-index: $(SETUP) ## re-render reports/README.md and overview.png from the saved results
+index: $(SETUP) ## re-render reports/local/README.md and overview.png from the saved results
 	$(PY) -m common.render.index
 
 readme: $(SETUP) ## the README's recipe table, its GPU column rewritten from the committed reports (ARGS=--check: only say)
@@ -117,16 +117,16 @@ trace-diff: $(SETUP) ## two profiler traces' ops and kernels matched by name, th
 diff-%: $(SETUP) ## print each slow/fast pair of a recipe side by side (e.g. make diff-amp)
 	@$(PY) -m common.render.diffs $*
 
-report-%: $(SETUP) ## re-render reports/<recipe>.md from the saved results
+report-%: $(SETUP) ## re-render reports/local/<recipe>.md from the saved results
 	$(PY) -m common.render.report $*
 
-ncu-%: $(SETUP) ## the heaviest kernels of one step of each twin under Nsight Compute -> reports/ncu_<recipe>.md (needs ncu and a GPU)
+ncu-%: $(SETUP) ## the heaviest kernels of one step of each twin under Nsight Compute -> reports/local/ncu_<recipe>.md (needs ncu and a GPU)
 	@$(TIMED) $(PY) -m common.runners.ncu $* $(ARGS)
 
 nsys-%: $(SETUP) ## run a recipe's pairs under Nsight Systems with NVTX ranges (needs nsys)
 	$(PY) -m common.runners.nsys $* $(ARGS)
 
-tensorboard: $(SETUP) ## serve reports/traces on http://127.0.0.1:6006 (HOST=, PORT= to change)
+tensorboard: $(SETUP) ## serve reports/local/traces on http://127.0.0.1:6006 (HOST=, PORT= to change)
 	$(PY) -m common.render.tensorboard --host $(HOST) --port $(PORT)
 
 # the files that hold timing tests (marked alone): the second run collects these only
@@ -137,6 +137,6 @@ test: $(SETUP) ## lint (ruff), then the CPU test suite on every core, then the t
 	$(PY) -m pytest -q -n auto --dist loadgroup -m "not alone" --durations=15 && \
 	$(PY) -m pytest -q -m alone --durations=5 $(ALONE_FILES)
 
-clean: ## delete generated results and traces, and the cached ceilings (committed reports stay)
-	rm -rf reports/results reports/traces
+clean: ## delete every local run's reports (reports/local/), results, traces and cached ceilings (committed reports stay)
+	rm -rf reports/local reports/results reports/traces
 	rm -f $${COOKBOOK_DATA_DIR:-data}/matmul_ceilings.json

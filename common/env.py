@@ -6,6 +6,10 @@ import subprocess
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+REPORTS = REPO_ROOT / "reports"  # tracked: what a GPU sitting's make finalize commits
+# where every local run's reports go unless told otherwise: untracked, so that a run leaves the checkout
+# clean and its stamps undirty; make clean removes it whole
+LOCAL_REPORTS = REPORTS / "local"
 # set by the doctor's child (common.measure.observer): a harness script runs as a plain one, its
 # loop handing out batches without measuring, so that the doctor's measurement is the only one
 PLAIN_ENV = "COOKBOOK_PLAIN"

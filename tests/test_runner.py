@@ -254,3 +254,28 @@ def test_the_rounds_engine_alternates_stops_when_told_and_keeps_failures(capsys,
     assert len(done.runs["a"]) == 2 and len(done.runs["b"]) == 1
     assert counter.totals() == (4, 4, 4)  # settled: no more runs promised
     assert "[4/4" in capsys.readouterr().out
+
+
+def test_a_local_run_and_make_clean_leave_the_checkout_clean(tmp_path):
+    """A CPU run rewrote the tracked reports/README.md, and every later stamp read "-dirty"; make clean
+    then left reports whose trace links pointed at deleted files. In a fresh clone of this commit."""
+    import os
+    import subprocess
+
+    from conftest import REPO
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, timeout=120)
+    env = {**os.environ, "PYTHONPATH": str(clone), "COOKBOOK_ZYGOTE": "0"}  # the suite's zygote holds this checkout's code
+    status = lambda: subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True,  # noqa: E731
+                                    text=True, check=True).stdout
+    run = subprocess.run([sys.executable, "-m", "common.runners.compare", "amp", "--smoke", "--device", "cpu", "--data",
+                          "synthetic", "--workloads", "churn"], cwd=clone, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    md = (clone / "reports" / "local" / "amp.md").read_text()
+    assert "](../../recipes/amp/README.md)" in md  # its links rebased to where it landed
+    assert status() == ""
+    subprocess.run(["make", "clean"], cwd=clone, env={k: v for k, v in env.items() if k != "MAKEFLAGS"},
+                   capture_output=True, check=True, timeout=60)
+    assert not (clone / "reports" / "local").exists() and status() == ""

@@ -9,9 +9,8 @@ from common.analysis.results import (
     OpViews,
     RunResult,
     atomic_write_bytes,
-    atomic_write_text,
 )
-from common.render import plots
+from common.render import page, plots
 from common.render.report import VIEW_ROWS, VIEW_TITLES, view_title, view_value
 
 
@@ -113,7 +112,7 @@ def render(name: str, result: RunResult, a: Diagnosis, command: str, reports_dir
     reports_dir = Path(reports_dir)
     md, png = reports_dir / f"baseline_{result.workload}.md", reports_dir / f"baseline_{result.workload}.png"
     atomic_write_bytes(png, _plot(name, result, a))
-    atomic_write_text(md, "\n".join(lines))
+    page.write(md, "\n".join(lines))
     return [md, png]
 
 

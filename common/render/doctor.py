@@ -11,8 +11,8 @@ from common import env
 from common.analysis import doctor, stats
 from common.analysis.figures import Figure
 from common.analysis.metrics import fmt
-from common.analysis.results import DoctorVerdict, Observation, Trial, Trials, atomic_write_text
-from common.render import roofline
+from common.analysis.results import DoctorVerdict, Observation, Trial, Trials
+from common.render import page, roofline
 from common.render.diagnosis import phase_sections
 from common.render.report import hta_lines
 
@@ -195,5 +195,5 @@ def render_markdown(obs: Observation, v: DoctorVerdict, figures: dict[str, Figur
 def render(obs: Observation, v: DoctorVerdict, figures: dict[str, Figure], command: str, reports_dir: Path,
            tried: Trials | None = None) -> Path:
     path = Path(reports_dir) / f"{report_name(Path(obs.script))}.md"
-    atomic_write_text(path, render_markdown(obs, v, figures, command, tried))
+    page.write(path, render_markdown(obs, v, figures, command, tried))
     return path

@@ -15,12 +15,11 @@ from common.analysis.results import (
     LadderSummary,
     SweepResult,
     atomic_write_bytes,
-    atomic_write_text,
     read_result,
 )
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
-from common.render import plots
+from common.render import page, plots
 from common.render.report import evidence_keys, verdict
 
 HEADER = """# Reports
@@ -195,7 +194,7 @@ def render(reports_dir: Path) -> list[Path]:
     if any(r.speedup for r in table):
         atomic_write_bytes(reports_dir / "overview.png", _plot(table))
         written.append(reports_dir / "overview.png")
-    atomic_write_text(reports_dir / "README.md", "\n".join(lines))
+    page.write(reports_dir / "README.md", "\n".join(lines))
     return [reports_dir / "README.md"] + written
 
 
@@ -204,7 +203,7 @@ def main(argv=None):
     try:
         if len(argv) > 1:
             raise CookbookError("usage: python -m common.render.index [REPORTS_DIR]")
-        for p in render(Path(argv[0]) if argv else env.REPO_ROOT / "reports"):
+        for p in render(Path(argv[0]) if argv else env.LOCAL_REPORTS):
             print(p)
     except CookbookError as e:
         exit_with(e, "common.render.index")

@@ -6,8 +6,8 @@ from common import env
 from common.analysis import metrics, stats
 from common.analysis.aggregate import parity_failure
 from common.analysis.metrics import fmt
-from common.analysis.results import LadderSummary, atomic_write_bytes, atomic_write_text
-from common.render import plots
+from common.analysis.results import LadderSummary, atomic_write_bytes
+from common.render import page, plots
 
 # the issues' targets on an H100-class GPU, checked in the report (never on CPU)
 TARGETS = {
@@ -156,5 +156,5 @@ def render(summary: LadderSummary, reports_dir: Path) -> list[Path]:
     if rows:
         atomic_write_bytes(png, _plot(summary))
         written.append(png)
-    atomic_write_text(md, "\n".join(lines))
+    page.write(md, "\n".join(lines))
     return written

@@ -25,7 +25,7 @@ from common.analysis.results import (
     read_result,
 )
 from common.errors import CookbookError, exit_with
-from common.render import diffs, plots, roofline
+from common.render import diffs, page, plots, roofline
 
 VIEW_TITLES = {  # the op tables of Evidence.views (results.OpViews), by field
     "device_time": "Top ops by self device time",
@@ -557,7 +557,7 @@ def render(comparison: Comparison, reports_dir: Path) -> list[Path]:
     if any(e.speedup for e in comparison.workloads.values()):
         atomic_write_bytes(png_path, _plot(comparison))
         written.append(png_path)
-    atomic_write_text(md_path, text)  # last: the report appears only once everything it links exists
+    page.write(md_path, text)  # last: the report appears only once everything it links exists
     return written + sorted(reports_dir.glob(f"{recipe}_*_diff.html"))
 
 
@@ -567,7 +567,7 @@ def main(argv=None):
         if len(argv) != 1:
             raise CookbookError("usage: python -m common.render.report RECIPE")
         catalog.check_stepped(argv[0], "re-rendering saved results (`make report-*`)")
-        reports_dir = env.REPO_ROOT / "reports"
+        reports_dir = env.LOCAL_REPORTS
         path = reports_dir / "results" / argv[0] / "comparison.json"
         if not path.exists():
             raise CookbookError(f"no results for {argv[0]!r} in {path.parent}; run make recipe-{argv[0]} first")

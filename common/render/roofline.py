@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 from common.analysis import roofline, traces
-from common.analysis.results import Evidence, Roofline, atomic_write_text
+from common.analysis.results import Evidence, Roofline
 from common.cli import OneLineParser, positive_int
 from common.errors import CookbookError, exit_with
+from common.render import page
 
 TOP = 8  # ops in a roofline table
 DIFF_TOP = 10  # rows of a trace diff
@@ -155,7 +156,7 @@ def main(argv=None) -> int:
               *diff_markdown(op_a, op_b, names, top=args.top)]
         if k_a or k_b:
             md += ["", *diff_markdown(k_a, k_b, names, what="kernel", top=args.top)]
-        atomic_write_text(out, "\n".join(md) + "\n")
+        page.write(out, "\n".join(md) + "\n")
         print(f"\nmarkdown: {out}")
     return 0
 

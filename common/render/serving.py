@@ -8,7 +8,7 @@ from common.analysis import figures, stats
 from common.analysis.aggregate import parity_failure
 from common.analysis.load import CLIENT_LAG_SHARE, CLIENT_SHORT
 from common.analysis.results import Stamp, atomic_write_bytes, atomic_write_text
-from common.render import diffs, plots
+from common.render import diffs, page, plots
 
 
 def _ms(v) -> str:
@@ -196,5 +196,5 @@ def write(plan, found: dict, verdicts: dict):
         **figures.stamp_facts(stamp)}
     lines.append(figures.comment(facts))
     path = plan.reports_dir / f"{plan.recipe}.md"
-    atomic_write_text(path, "\n".join(lines) + "\n")
+    page.write(path, "\n".join(lines) + "\n")
     return path

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from common.cli import OneLineParser, positive_int
-from common.env import REPO_ROOT
+from common.env import LOCAL_REPORTS
 from common.errors import CookbookError, exit_with
 
 DEFAULT_HOST = "127.0.0.1"  # this machine only; --host 0.0.0.0 to share on a network
@@ -27,7 +27,7 @@ def main(argv=None):
     p = OneLineParser(prog="python -m common.render.tensorboard", description=__doc__)
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
     p.add_argument("--port", type=positive_int, default=6006)
-    p.add_argument("--logdir", default=str(REPO_ROOT / "reports" / "traces"))
+    p.add_argument("--logdir", default=str(LOCAL_REPORTS / "traces"))
     args = p.parse_args(argv)
     try:
         logdir = Path(args.logdir)

@@ -48,8 +48,8 @@ def parse_args(argv):
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("script", nargs="?", help="your training script (a .py file)")
     add_doctor_flags(p)
-    p.add_argument("--reports-dir", default=str(env.REPO_ROOT / "reports"),
-                   type=lambda d: str(Path(d).absolute()), help="where the report goes (default reports/)")
+    p.add_argument("--reports-dir", default=str(env.LOCAL_REPORTS), type=lambda d: str(Path(d).absolute()),
+                   help="where the report goes (default reports/local/, untracked)")
     p.add_argument("--cpus", metavar="LIST", help="pin the script to these cores, e.g. 1-15")
     p.add_argument("--cwd", metavar="DIR", help="the folder the script runs in, where its relative paths are read "
                                                "(default: the script's own folder, as `cd folder && python train.py`)")

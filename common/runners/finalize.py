@@ -24,8 +24,8 @@ def parse_args(argv):
     p = OneLineParser(prog="python -m common.runners.finalize", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bundle", help="the tour's bundle folder (tour.json and its volumes)")
-    p.add_argument("--reports-dir", default=str(env.REPO_ROOT / "reports"),
-                   help="where the reports go (default reports/; the README's column only there)")
+    p.add_argument("--reports-dir", help="where the reports go (default: a GPU's bundle reports/, tracked, and the "
+                                         "README's column; a CPU's reports/local/, untracked)")
     return p.parse_args(argv)
 
 
@@ -60,10 +60,12 @@ def merge_ledger(manifest: dict, path: Path | None = None) -> bool:
 
 def finalize(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    bundle, reports = Path(args.bundle).absolute(), Path(args.reports_dir).absolute()
+    bundle = Path(args.bundle).absolute()
     manifest = tour.read_manifest(bundle)
     if manifest is None:
         raise CookbookError(f"{bundle}: no tour.json there; pass the folder make tour wrote (its last line names it)")
+    gpu = not manifest["device"].startswith("CPU")
+    reports = Path(args.reports_dir or (env.REPORTS if gpu else env.LOCAL_REPORTS)).absolute()
     place(bundle, manifest, reports)
     rendered = {name: reports / leg["comparison"] for name, leg in manifest["legs"].items()
                 if not leg["aa"] and leg["comparison"]}  # the A/A has no report; a served pair's came rendered
@@ -74,7 +76,7 @@ def finalize(argv=None) -> int:
             written += report.render(read_result(rendered[name], Comparison, "make tour"), reports)
         print(f"{name:<18} {leg['line']}")
     written += index.render(reports)
-    if reports == (env.REPO_ROOT / "reports").resolve() and not manifest["device"].startswith("CPU"):
+    if reports == env.REPORTS.resolve() and gpu:  # only a GPU sitting's finalize changes what is tracked
         readme.main([])
     if merge_ledger(manifest):
         print(f"ledger: {manifest['device']}'s seconds per process -> {env.shown_path(tour.LEDGER)}")

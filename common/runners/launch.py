@@ -49,8 +49,8 @@ def add_flags(p: argparse.ArgumentParser, rounds_help: str | None = None) -> Non
     p.add_argument("--cpus", metavar="LIST", help="pin every child process to these cores, e.g. 1-15 or 0,2,4 "
                    "(default: all usable cores, less core 0 where there are 4 or more)")
     # absolute: the children run from the repo root, wherever the runner was started
-    p.add_argument("--reports-dir", default=str(env.REPO_ROOT / "reports"), type=lambda d: str(Path(d).absolute()),
-                   help="where reports go (default reports/)")
+    p.add_argument("--reports-dir", default=str(env.LOCAL_REPORTS), type=lambda d: str(Path(d).absolute()),
+                   help="where reports go (default reports/local/, untracked)")
     if rounds_help:
         p.add_argument("--rounds", type=positive_int, metavar="N", help=rounds_help)
 
