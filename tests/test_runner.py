@@ -1,6 +1,7 @@
 """The one runner (common/launch.py), typed results and parity: unit tests with no child process
 except where the runner's launch itself is the subject."""
 import json
+import os
 import sys
 
 import pytest
@@ -280,11 +281,20 @@ def test_a_local_run_and_make_clean_leave_the_checkout_clean(tmp_path):
 
 
 def test_a_pages_links_into_the_repository_resolve_wherever_it_lands(tmp_path):
+    import shutil
+
     from common.render import page
 
-    out = tmp_path / "deep" / "er" / "x.md"
-    out.parent.mkdir(parents=True)
-    page.write(out, "see [amp](../recipes/amp/README.md) and [plot](amp.png)")
-    link = out.read_text().split("](")[1].split(")")[0]
-    assert (out.parent / link).resolve() == launch.env.REPO_ROOT / "recipes" / "amp" / "README.md"
-    assert "[plot](amp.png)" in out.read_text()  # a page's own files stay beside it
+    folder = launch.env.LOCAL_REPORTS / f"test-{os.getpid()}" / "deeper"  # a page in another folder of the repo
+    try:
+        out = folder / "x.md"
+        out.parent.mkdir(parents=True)
+        page.write(out, "see [amp](../recipes/amp/README.md) and [plot](amp.png)")
+        link = out.read_text().split("](")[1].split(")")[0]
+        assert link == "../../../../recipes/amp/README.md" and (out.parent / link).resolve() == \
+            launch.env.REPO_ROOT / "recipes" / "amp" / "README.md"
+        assert "[plot](amp.png)" in out.read_text()  # a page's own files stay beside it
+    finally:
+        shutil.rmtree(folder.parent, ignore_errors=True)
+    page.write(tmp_path / "y.md", "[amp](../recipes/amp/README.md)")  # outside the repository: as written
+    assert (tmp_path / "y.md").read_text() == "[amp](../recipes/amp/README.md)"
