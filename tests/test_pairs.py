@@ -64,3 +64,13 @@ def test_make_recipes_runs_every_recipe_then_the_index():
     assert "common.render.index" in out
     for recipe in catalog.available():
         assert f"recipe-{recipe}" in out or recipe in out.split("for r in")[1].split(";")[0]
+
+
+def test_a_side_by_side_line_cut_to_its_column_is_marked():
+    """Piped (no terminal), each column is about 79 characters: a longer line ends in "»", never silently."""
+    from common.render import diffs
+
+    text = diffs.side_by_side("amp", "resnet18", 80, color=False)
+    longest = max(len(line) for line in diffs.pair_lines("amp", "resnet18")[1])
+    assert longest > 38 and "»" in text
+    assert all(len(line) <= 80 for line in text.splitlines())

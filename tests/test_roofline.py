@@ -77,6 +77,16 @@ def test_the_trace_diff_of_the_amp_pair_names_the_convolutions_change_first(tmp_
     md = (tmp_path / "diff.md").read_text()
     assert "| `aten::convolution_backward` | 9.152 | 4.983 | -4.169 | faster |" in md
     assert "| kernel | A ms | B ms | change ms | |" in md  # and the kernels, matched by name
+    # the whole step first, so that an op 4 ms faster reads against the step it belongs to
+    step = next(line for line in proc.stdout.splitlines() if line.startswith("a whole profiled step (wall)"))
+    assert step.rstrip().endswith("x faster") and "- A whole profiled step (wall): A " in md
+
+
+def test_trace_diff_without_its_traces_says_its_own_usage_in_one_line():
+    proc = run_module("common.render.roofline")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("make trace-diff A=before.pt.trace.json B=after.pt.trace.json: error: ")
+    assert "A, B" in proc.stderr
 
 
 def test_a_missing_trace_is_one_line(tmp_path):

@@ -1,6 +1,6 @@
 """The slow and fast script of a pair, side by side.
 
-    python -m common.render.diffs amp        # two columns in the terminal (make diff-amp)
+    python -m common.render.diffs amp        # two columns in the terminal (make diff-amp); » ends a cut line
 
 The report also links an HTML side-by-side view of each pair, made here with difflib.HtmlDiff.
 """
@@ -39,7 +39,7 @@ def side_by_side(recipe: str, workload: str, width: int, color: bool) -> str:
     slow, fast = pair_lines(recipe, workload)
     col = max(20, (width - 3) // 2)
     paint = (lambda text, c: f"{c}{text}{RESET}") if color else (lambda text, c: text)
-    cut = lambda s: s[:col].ljust(col)  # noqa: E731
+    cut = lambda s: (s[:col - 1] + "»" if len(s) > col else s).ljust(col)  # noqa: E731  a cut line is marked
     out = [paint(cut(f"recipes/{recipe}/{workload}_slow.py") + " | " + f"recipes/{recipe}/{workload}_fast.py", YELLOW)]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, slow, fast, autojunk=False).get_opcodes():
         left, right = slow[i1:i2], fast[j1:j2]
@@ -47,10 +47,10 @@ def side_by_side(recipe: str, workload: str, width: int, color: bool) -> str:
             a = left[k] if k < len(left) else ""
             b = right[k] if k < len(right) else ""
             if tag == "equal":
-                out.append(f"{cut(a)}   {b[:col]}")
+                out.append(f"{cut(a)}   {cut(b).rstrip()}")
             else:
                 mark = {"replace": "|", "delete": "<", "insert": ">"}[tag]
-                out.append(f"{paint(cut(a), RED)} {mark} {paint(b[:col], GREEN)}")
+                out.append(f"{paint(cut(a), RED)} {mark} {paint(cut(b).rstrip(), GREEN)}")
     return "\n".join(out)
 
 

@@ -121,6 +121,14 @@ def _read(path: Path) -> tuple[dict[str, float], dict[str, float]]:
     return roofline.op_ms(roofline.of_events(events, n, cuda, None)), roofline.kernel_ms(events, n)
 
 
+def step_ms(path: Path) -> float:
+    """A profiled step's wall time in a trace, ms (its ProfilerStep ranges' mean): the total that the
+    ops' and kernels' changes add up within."""
+    steps = [e.get("dur", 0) for e in traces.read_trace(path)["traceEvents"]
+             if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    return sum(steps) / len(steps) / 1000 if steps else 0.0
+
+
 def terminal(a: dict[str, float], b: dict[str, float], names, what: str, top: int) -> str:
     width = 70
     lines = [f"{what:<{width}} {names[0]:>10} {names[1]:>10} {'change':>10}"]
@@ -131,10 +139,10 @@ def terminal(a: dict[str, float], b: dict[str, float], names, what: str, top: in
 
 
 def main(argv=None) -> int:
-    p = OneLineParser(prog="python -m common.render.roofline", description=__doc__,
+    p = OneLineParser(prog="make trace-diff A=before.pt.trace.json B=after.pt.trace.json", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("a", help="the first trace (before)")
-    p.add_argument("b", help="the second trace (after)")
+    p.add_argument("a", metavar="A", help="the first trace (before)")
+    p.add_argument("b", metavar="B", help="the second trace (after)")
     p.add_argument("--out", help="also write the markdown here")
     p.add_argument("--top", type=positive_int, default=DIFF_TOP, help=f"rows per table (default {DIFF_TOP})")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
@@ -144,14 +152,18 @@ def main(argv=None) -> int:
         if out is not None and not out.parent.is_dir():
             raise CookbookError(f"--out {out}: no folder {out.parent}")
     except CookbookError as e:
-        exit_with(e, "common.render.roofline")
+        exit_with(e, "make trace-diff")
     names = ("A", "B")
+    steps = step_ms(Path(args.a)), step_ms(Path(args.b))
     print(f"A: {args.a}\nB: {args.b}\nms per profiled step; the largest change first\n")
+    print(f"{'a whole profiled step (wall)':<70} {steps[0]:>10.3f} {steps[1]:>10.3f} {steps[1] - steps[0]:>+10.3f}  "
+          f"{steps[0] / steps[1]:.2f}x faster\n" if steps[1] else "")
     print(terminal(op_a, op_b, names, "op", args.top))
     if k_a or k_b:
         print("\n" + terminal(k_a, k_b, names, "kernel", args.top))
     if out is not None:
-        md = ["# Trace diff", "", f"- A: `{args.a}`", f"- B: `{args.b}`", "",
+        md = ["# Trace diff", "", f"- A: `{args.a}`", f"- B: `{args.b}`",
+              f"- A whole profiled step (wall): A {steps[0]:.3f} ms, B {steps[1]:.3f} ms", "",
               "Milliseconds per profiled step, the largest change first.", "",
               *diff_markdown(op_a, op_b, names, top=args.top)]
         if k_a or k_b:
