@@ -149,3 +149,29 @@ def test_the_gpu_column_comes_from_a_full_gpu_report_only(tmp_path):
     page.write_text(row)
     (tmp_path / "amp.md").write_text(figures.comment(facts))
     assert readme.stale(page, tmp_path) == ["amp"]  # a hand-written or out-of-date cell is found
+
+
+def _example_rows(text: str) -> list[list[str]]:
+    """The rows of the --try tables in a page's example output, each cell stripped, links as their names."""
+    rows = []
+    for block in re.findall(r"```markdown\n(.*?)```", text, flags=re.S):
+        for line in block.splitlines():
+            if line.startswith("| `") or line.startswith("| [`"):
+                line = re.sub(r"\[(`[^`]+`)\]\([^)]*\)", r"\1", line)
+                rows.append([c.strip() for c in line.strip("|").split(" | ")])
+    return rows
+
+
+def test_the_doctors_example_output_says_what_the_code_says():
+    """The examples in the README and docs/doctor.md are copied from a real run: each row's fix is applied
+    as the code applies it now, and its verdict is the code's word, the same word opening its speedup cell."""
+    from common.analysis import fixes
+
+    doc = _example_rows((REPO / "docs" / "doctor.md").read_text())
+    said = _example_rows((REPO / "README.md").read_text())
+    assert doc and said and all(row in doc for row in said)  # the README quotes the docs' example
+    words = {"faster", "slower", "no meaningful difference", "no significant difference", "too noisy to decide",
+             "no interval", "not applied", "not applicable", "not tried", "crashed"}
+    for fix, how, speed, _memory, _parity, verdict in doc:
+        assert how == fixes.FIXES[fix.strip("`")].how, fix
+        assert verdict in words and (speed == "-" or verdict.lower() in speed.lower()), (fix, verdict, speed)

@@ -29,6 +29,9 @@ from common.runners import launch
 
 MIN_ROUNDS, MAX_ROUNDS = 3, 10
 PLANNED_ROUNDS = MIN_ROUNDS + 2  # what the default budget plans for: the least that decide, and two more looks
+# a try's run against the doctor's own: its fix, the profiled round, the runner's reading (tests/plain/loader_bound.py
+# on a 2-core CPU VM: 8.8 s a run against the doctor's 6.4 s, 2026-11-27)
+RUN_COST = 1.4
 TRY_TIME = 3.0  # seconds of timed steps at most in each run (the doctor's --time, capped)
 UNCHANGED, TOGETHER = "unchanged", "together"
 # what cannot be applied from outside: a host sync the script asks for in a loop, found in its code
@@ -275,11 +278,11 @@ def budget(obs: Observation, names: list[str] | None, process_s: float, test_fix
     doctor's own run cost, its timed stretch capped at TRY_TIME. (seconds, how it was sized)."""
     arms, _ = arms_of(obs, names, test_fixes)
     timed = sum(obs.result.timing.step_ms) / 1000 if obs.result and obs.result.timing else 0.0
-    run_s = max(1.0, process_s - timed + min(timed, TRY_TIME))
+    run_s = max(1.0, (process_s - timed + min(timed, TRY_TIME)) * RUN_COST)
     runs = (len(arms) + 1) * PLANNED_ROUNDS + (2 * MIN_ROUNDS if len(arms) > 1 else 0)
     said = (f"{len(arms)} fix(es) and the unchanged script, {PLANNED_ROUNDS} rounds each"
             + (", then the winners together" if len(arms) > 1 else "") + f", at about {run_s:.1f} s a run "
-            "(the doctor's own run)")
+            "(the doctor's own run, and a share more for what a try adds)")
     return (runs * run_s if arms else 0.0), said
 
 
