@@ -9,7 +9,7 @@ runs this with per-phase timing and writes reports/baseline_churn.md.
 import torch
 from torch.utils.data import TensorDataset
 
-from common import data, harness, models, serving
+from common import data, harness, inference_sweep, models
 
 run = harness.start(__file__, __doc__)
 X_train, X_test, y_train, y_test = data.churn_splits(run)  # CPU tensors, as the seed keeps them
@@ -35,8 +35,9 @@ for x, y in run.loop(batches):
 
 epochs = run.steps_run * run.batch_size / len(X_train)
 print(f"trained {epochs:.1f} epochs, mean loss {running_loss / run.steps_run:.4f}; inference sweep:")
-sweep_sizes = (8, 16, 32) if run.smoke else serving.BATCH_SIZES
-run.extra["inference"] = serving.latency_sweep(model, X_test, run.device, sweep_sizes, passes=1 if run.smoke else 5)
+sweep_sizes = (8, 16, 32) if run.smoke else inference_sweep.BATCH_SIZES
+passes = 1 if run.smoke else 5
+run.extra["inference"] = inference_sweep.latency_sweep(model, X_test, run.device, sweep_sizes, passes=passes)
 run.extra["epochs"] = epochs
 with torch.no_grad():
     test_probs = model.eval()(X_test.to(run.device)).squeeze(1).cpu()

@@ -1,4 +1,5 @@
-"""The seed's inference sweep: latency per batch size over the test set, with the GPU watched.
+"""The seed's inference sweep (baselines/churn_mlp.py): latency per batch size over the test set, with the GPU
+watched. Not the serving recipe's HTTP server, which is common/server.py.
 
 Each request batch is copied to the device, run, and its probabilities copied back: `.cpu()` waits
 for the GPU, so a perf_counter pair around it is the latency a caller sees. The first pass over the
