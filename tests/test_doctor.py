@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from conftest import REPO, run_module
+from tests_helpers import headline_of
 
 PLAIN = REPO / "tests" / "plain"
 QUICK = ("--warmup", "2", "--steps", "8", "--time", "2", "--profile-steps", "2")
@@ -25,13 +26,8 @@ def doctor(tmp_path, script, *flags, script_args=(), ok=True):
 
 
 def headline(proc) -> str:
-    """The headline's diagnosis; where the suite's other worker kept the cores busy, the doctor says that
-    first (tested on its own: test_a_busy_machine_is_said_above_the_headline_not_diagnosed)."""
-    line = next(line for line in proc.stdout.splitlines() if line.startswith("Headline: "))
-    if line.startswith("Headline: The machine was busy: "):
-        rest = line.split("; as measured: ", 1)[1]
-        line = "Headline: " + rest[0].upper() + rest[1:]
-    return line
+    """The headline's diagnosis (a busy machine's first words aside: tests_helpers.headline_of)."""
+    return headline_of(proc.stdout)
 
 
 def report(tmp_path) -> str:

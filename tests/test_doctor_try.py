@@ -7,6 +7,7 @@ import json
 import pytest
 
 from conftest import REPO, run_module
+from tests_helpers import headline_of
 
 PLAIN = REPO / "tests" / "plain"
 QUICK = ("--warmup", "1", "--steps", "5", "--time", "0.5", "--profile-steps", "1")
@@ -36,7 +37,8 @@ def test_a_loader_bound_script_measures_its_workers_faster_and_proves_them_appli
     from common.analysis.results import Speedup
 
     said = f"{workers['label']} {stats.describe(Speedup.from_json(workers['speedup']))}"  # a wide one in words
-    assert f"Headline: Measured on your script: {said}" in proc.stdout and said in md.splitlines()[2]
+    assert headline_of(proc.stdout) == f"Headline: Measured on your script: {said} (CPU run)"
+    assert said in md.splitlines()[2]
     assert "## Tried on your script" in md and "The lines to add to your script" in md
     assert "num_workers=workers,  # your cores but one" in md  # the recipe's lesson, in a user's loop
     assert "peak RSS" in md and "All times are CPU times" in md

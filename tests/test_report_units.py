@@ -214,11 +214,12 @@ def test_a_ceiling_measured_on_a_busy_machine_is_not_reused(tmp_path, monkeypatc
     stamp = run_result().env
     for others, kept in ((1.2, False), (0.1, True)):
         found = Ceilings(gpu="CPU test", bf16_tflops=0.27, fp32_tflops=0.2,
-                         load=Load(others_cores=others, cores=2, wall_s=3.0, threads=2))
+                         load=Load(others_cores=others, cores=2, wall_s=3.0, threads=2, own_cores=1.0))
         ceiling.path().write_text(json.dumps({ceiling.device_key(stamp): found.to_json()}))
         assert (ceiling.cached(stamp, cpu=True) is not None) == kept
-    assert not Load(others_cores=1.2, cores=2, wall_s=1, threads=1).busy  # one thread leaves a core idle
-    assert Load(others_cores=1.6, cores=2, wall_s=1, threads=1).busy
+    assert not Load(others_cores=0.9, cores=16, wall_s=3, own_cores=2.1).busy  # a GPU box: 13 cores idle
+    assert Load(others_cores=0.9, cores=2, wall_s=3, own_cores=1.0).busy  # both cores in demand
+    assert not Load(others_cores=1.9, cores=2, wall_s=0.2, own_cores=0.1).busy  # too short to say
 
 
 def test_the_load_of_a_spinning_process_on_these_cores_is_measured():

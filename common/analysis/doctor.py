@@ -156,10 +156,11 @@ def read(obs: Observation) -> DoctorVerdict:
                          blind=blind_spots(obs))
 
 
-def busy_first(obs: Observation, headline: str) -> str:
-    """A headline with the machine's load said first where other processes took the cores the run
-    needed: its times are then the machine's, not the script's alone."""
-    load = obs.result.load if obs.result else None
+def busy_first(obs: Observation, headline: str, load=None) -> str:
+    """A headline with the machine's load said first where other processes took CPU the run needed:
+    its times are then the machine's, not the script's alone. `load`: the runs' own where the headline
+    reports other runs than the observation's (--try's)."""
+    load = load or (obs.result.load if obs.result else None)
     if load is None or not load.busy:
         return headline
     return (f"The machine was busy: {load.words()} during the timed steps, so these times are the machine's as "

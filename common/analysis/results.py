@@ -492,19 +492,23 @@ class Load(Record):
     cores: int  # the cores the measuring process could use
     wall_s: float
     threads: int | None = None  # torch's threads in the measuring process
+    own_cores: float | None = None  # the measuring process's own CPU (its children's included), per second
 
     @property
     def busy(self) -> bool:
-        """Whether others took half a core or more of what this run's threads needed: beyond the cores
-        its threads leave idle (none, with torch's default of one thread per core)."""
-        idle = max(0, self.cores - (self.threads or self.cores))
-        return self.others_cores >= idle + BUSY_CORES
+        """Whether others took half a core or more while the cores were all in demand (theirs and this
+        run's own CPU together within half a core of the cores it could use): then they took time the
+        run would have had. A window under MIN_WALL_S is too short for the kernel's 10 ms ticks to say."""
+        if self.wall_s < MIN_WALL_S or self.others_cores < BUSY_CORES:
+            return False
+        return self.own_cores is None or self.others_cores + self.own_cores >= self.cores - BUSY_CORES
 
     def words(self) -> str:
         return f"other processes used {self.others_cores:.2f} of the {self.cores} core(s) this run could use"
 
 
 BUSY_CORES = 0.5
+MIN_WALL_S = 0.5
 
 
 @dataclass

@@ -6,6 +6,7 @@ spun on its cores is the machine's figure, not the script's: this says so.
     with contention.Window() as w: ...    # w.load: Load(others_cores=0.93, cores=2, wall_s=3.1)
 """
 import os
+import resource
 import time
 
 import torch
@@ -34,8 +35,13 @@ def _busy_s(cores: set[int]) -> float | None:
 
 
 def _own_s() -> float | None:
+    """This process's CPU, its live children's, and its children's that ended and were reaped meanwhile
+    (a DataLoader's workers at an epoch's end): all of it the run's own."""
     children = cpu_time.children_s()
-    return None if children is None else time.process_time() + children
+    if children is None:
+        return None
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children + reaped.ru_utime + reaped.ru_stime
 
 
 class Window:
@@ -54,5 +60,5 @@ class Window:
         if None not in (busy, own, self._busy, self._own) and wall > 0:
             others = max(0.0, (busy - self._busy) - (own - self._own)) / wall
             self.load = Load(others_cores=round(others, 3), cores=len(self.cores), wall_s=round(wall, 3),
-                             threads=torch.get_num_threads())
+                             threads=torch.get_num_threads(), own_cores=round((own - self._own) / wall, 3))
         return False

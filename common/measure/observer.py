@@ -63,6 +63,8 @@ from common.measure.stages import Phases, compile_stats, eager_compiled, read_ev
 from common.measure.syncs import SyncLines
 from common.measure.timing import PhaseTimer, StepTimer, data_shares, synchronize
 
+SLOWER = 1.25  # timed steps whose median passes the warm-up's by this are said to have slowed
+
 # torch.utils.data.DataLoader's warning when it is asked for more workers than the cores it sees
 TOO_MANY_WORKERS = re.compile(r"create (?P<made>\d+) worker processes in total\. Our suggested max number of "
                               r"worker in current system is (?P<most>\d+)")
@@ -353,6 +355,10 @@ class Observer:
         if self.stage == "warm-up":
             if self.device is None:
                 self.device = self._device()
+                # the script's host reads, wrapped from here on so that the warm-up's pace, which plans the
+                # timed steps, carries the wrappers' cost too; counted from the timed steps on
+                self._syncs = SyncLines(Path(a.script), self.device.type == "cuda")
+                self._syncs.install()
             synchronize(self.device)  # note: this is a sync point, after each untimed warm-up step only
             self._warm.append(time.perf_counter())
             if len(self._warm) >= a.warmup:
@@ -364,10 +370,13 @@ class Observer:
             if i < self.timed_n and not over:
                 self._begin_timed_step(i)
             else:
-                if i < self.timed_n:
-                    self.notices.append(f"the timed steps ended at --time ({a.time:g} s) after {i} of the "
-                                        f"{self.timed_n} the warm-up's pace planned: the steps got slower")
                 self._end_timed(i)
+                median_s = self.result.timing.summary.median_ms / 1000 if self.result else 0.0
+                if i < self.timed_n and median_s > SLOWER * self._warm_step_s:  # not a step's ordinary spread
+                    self.notices.append(f"the timed steps ended at --time ({a.time:g} s) after {i} of the "
+                                        f"{self.timed_n} the warm-up's pace planned: the steps got slower "
+                                        f"({median_s * 1000:.1f} ms against {self._warm_step_s * 1000:.1f} in the "
+                                        "warm-up)")
                 self._start_profiled()
         elif self.stage == "profiled steps":
             self.prof.step()
@@ -399,6 +408,7 @@ class Observer:
         per_step = later[len(later) // 2] if later else steps[0]
         # as many steps as fit the time budget, between MIN_TIMED and --steps
         self.timed_n = int(min(a.steps, max(MIN_TIMED, math.ceil(a.time / max(per_step, 1e-6)))))
+        self._warm_step_s = per_step
         self.warm_s, self.first_step_s = self._warm[-1] - began, steps[0]
         self.phases = Phases(Ranges(d), PhaseTimer(d))
         self.monitor = GpuMonitor(d)
@@ -413,8 +423,7 @@ class Observer:
         self.stage, self.timed_from, self.t0 = "timed steps", self.ends, time.perf_counter()
         # the script's own host reads, line by line, counted over every measured step: a read every 10th
         # step is 0.1 per step, which a few profiled steps would read as 0 or 0.33
-        self._syncs = SyncLines(Path(a.script), d.type == "cuda")
-        self._syncs.install()
+        self._syncs.counts.clear()
         self._begin_timed_step(0)
 
     def _begin_timed_step(self, i):

@@ -253,6 +253,12 @@ def headline(rows: list[Trial], cpu: bool) -> str:
     return f"Measured on your script: {best.label or ' + '.join(best.fixes)} {stats.describe(best.speedup)}{where}"
 
 
+def busiest(done: launch.Rounds | None):
+    """The load of the try run that others disturbed most (the headline's ratios come from them)."""
+    loads = [r.load for runs in (done.runs.values() if done else []) for r in runs if r.load is not None]
+    return max(loads, key=lambda x: x.others_cores, default=None)
+
+
 def arms_of(obs: Observation, names: list[str] | None, test_fixes: bool = False) -> tuple[list[tuple], dict]:
     """(the fixes to time, one arm each; the rows of those that are not: why not) for the fixes asked
     for (None: every fix, each timed where the diagnosis found it applicable)."""
@@ -319,4 +325,4 @@ def run(obs: Observation, names: list[str] | None, plan: Plan, test_fixes: bool 
     rounds = max((len(v) for v in done.runs.values()), default=0) if done else 0
     return Trials(budget_s=plan.budget_s, spent_s=time.perf_counter() - plan.started, rounds=rounds, stopped=stopped,
                   deterministic=deterministic, noise=noise_words, rows=ordered, manual=host_reads(obs),
-                  headline=busy_first(obs, headline(ordered, obs.result.device != "cuda")))
+                  headline=busy_first(obs, headline(ordered, obs.result.device != "cuda"), busiest(done)))
