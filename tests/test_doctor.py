@@ -231,8 +231,9 @@ def test_a_busy_machine_is_said_above_the_headline_not_diagnosed(tmp_path):
     first, with the threads, the cores and the load under "Settings seen"."""
     cores = sorted(os.sched_getaffinity(0))
     spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in cores]
-    try:
-        proc = doctor(tmp_path, PLAIN / "compute_bound.py", *QUICK)
+    try:  # a short run: the spinners slow the rest of the suite too
+        proc = doctor(tmp_path, PLAIN / "compute_bound.py", "--warmup", "1", "--steps", "6", "--time", "0.8",
+                      "--profile-steps", "1")
     finally:
         for p in spin:
             p.kill()

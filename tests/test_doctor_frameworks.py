@@ -234,7 +234,7 @@ def test_the_doctor_and_its_try_amp_on_a_lightning_script(tmp_path):
     """Lightning steps through a closure: forward and backward are seen inside it, and --try amp
     casts the matmuls there to 16-bit (the hooks were muted inside the step) and compares its losses."""
     proc = run_module("common.runners.doctor", str(FRAMEWORKS / "lightning_closure.py"), "--reports-dir",
-                      str(tmp_path), *FEW, "--try", "amp", "--try-budget", "45")
+                      str(tmp_path), *FEW, "--try", "amp", "--try-budget", "30")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     obs = _observation(tmp_path)
     phases = obs["result"]["timing"]["phase_ms"]

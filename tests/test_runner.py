@@ -267,7 +267,7 @@ def test_a_local_run_and_make_clean_leave_the_checkout_clean(tmp_path):
 
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, timeout=120)
-    env = {**os.environ, "PYTHONPATH": str(clone), "COOKBOOK_ZYGOTE": "0"}  # the suite's zygote: this checkout's code
+    env = {**os.environ, "PYTHONPATH": str(clone)}  # the children forked from the suite's zygote: the same commit
     status = lambda: subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True,  # noqa: E731
                                     text=True, check=True).stdout
     run = subprocess.run([sys.executable, "-m", "common.runners.compare", "amp", "--smoke", "--device", "cpu", "--data",
