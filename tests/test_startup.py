@@ -94,6 +94,7 @@ def test_a_run_where_nvidia_smi_sees_a_gpu_and_torch_does_not_says_so_before_any
         pytest.skip("this machine's torch sees a GPU")
     monkeypatch.setenv("PATH", stand_in_smi(tmp_path, A100_OLD_DRIVER)["PATH"])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("COOKBOOK_DEVICE_SEEN", raising=False)  # a sitting's probe, as a tour sets it: not here
     launch.cuda_device_count.cache_clear()
     try:
         assert launch.cuda_device_count() == 0

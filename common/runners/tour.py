@@ -285,6 +285,18 @@ def preflight(plan: list[Leg], work: Path, args) -> str | None:
 
 
 def tour(argv=None, clock=time.monotonic, run=run_leg, check=preflight) -> int:
+    """The sitting (_tour); what it probed for its runners (env.DEVICE_SEEN_ENV) is put back after it."""
+    before = os.environ.get(env.DEVICE_SEEN_ENV)
+    try:
+        return _tour(argv, clock, run, check)
+    finally:
+        if before is None:
+            os.environ.pop(env.DEVICE_SEEN_ENV, None)
+        else:
+            os.environ[env.DEVICE_SEEN_ENV] = before
+
+
+def _tour(argv, clock, run, check) -> int:
     """The sitting. clock, run and check stand in for the time, a leg's run and the preflight in tests."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.smoke and args.device == "auto":
