@@ -129,3 +129,47 @@ def test_an_older_torch_fails_at_the_first_command_in_one_line(tmp_path, command
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "torch 2.8.0+cu128 is older than 2.9" in proc.stderr and not (tmp_path / "out").exists()
     assert startup.torch_too_old("2.9.0a0+git1234") is None and startup.torch_too_old("2.11.0+cu130") is None
+
+
+def test_a_runner_stops_on_a_gpu_torch_sees_without_kernels_for_it(monkeypatch):
+    """The probe's branch where torch sees a GPU (a V100 on driver 580 under the CUDA 13 build), simulated:
+    its answer stands in for the child's, as on that machine."""
+    import json
+    import types
+
+    from common.errors import CookbookError
+
+    said = {"gpus": 1, "torch": "2.11.0+cu130", "cuda": "13.0", "capability": [7, 0], "name": "Tesla V100-SXM2-32GB",
+            "archs": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]}
+    monkeypatch.setattr(launch.subprocess, "run", lambda *a, **k: types.SimpleNamespace(stdout=json.dumps(said) + "\n"))
+    monkeypatch.delenv("COOKBOOK_DEVICE_SEEN", raising=False)
+    launch.cuda_device_count.cache_clear()
+    try:
+        with pytest.raises(CookbookError, match="has no kernels for the Tesla V100-SXM2-32GB .sm_70"):
+            launch.cuda_device_count()
+        said.update(capability=[9, 0], name="NVIDIA H100 80GB HBM3")  # an H100: its kernels are there
+        launch.cuda_device_count.cache_clear()
+        assert launch.cuda_device_count() == 1
+    finally:
+        launch.cuda_device_count.cache_clear()
+
+
+def test_a_script_stops_on_a_gpu_its_torch_has_no_kernels_for(monkeypatch):
+    """The harness's own check (measure.process.resolve_device) on a simulated T4 under a build from sm_80
+    only, and on an A100 under the CUDA 13 build (it runs)."""
+    import torch
+
+    from common.errors import CookbookError
+    from common.measure import process
+
+    for name, cap, archs, stops in (("Tesla T4", (7, 5), ["sm_80", "sm_90"], True),
+                                    ("NVIDIA A100-SXM4-40GB", (8, 0), ["sm_75", "sm_80", "sm_90"], False)):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=0, c=cap: c)
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0, n=name: n)
+        monkeypatch.setattr(torch.cuda, "get_arch_list", lambda a=archs: a)
+        if stops:
+            with pytest.raises(CookbookError, match=f"has no kernels for the {name}"):
+                process.resolve_device("auto")
+        else:
+            assert process.resolve_device("auto")[0].type == "cuda"
