@@ -48,6 +48,17 @@ def compiles(recipe: str) -> bool:
     return any(".compile(" in p.read_text() for p in (RECIPES_DIR / recipe).glob("*.py"))
 
 
+def measure(recipe: str) -> str:
+    """What the recipe's headline speedup is of (MEASURE in its settings): "step", the steady step
+    time, or "first step", the time from a process's start to its first finished step."""
+    from common.analysis.coldstart import MEASURES
+
+    found = getattr(settings(recipe), "MEASURE", "step")
+    if found not in MEASURES:
+        raise CookbookError(f"recipes/{recipe}/__init__.py: MEASURE {found!r} is none of {', '.join(MEASURES)}")
+    return found
+
+
 def stepped() -> list[str]:
     """The recipes the step harness runs: every one but the served."""
     return [r for r in available() if not served(r)]

@@ -208,6 +208,10 @@ def shut_down() -> None:
     still using them makes that one abort ("terminate called without an active exception")."""
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
+        # A gloo worker thread may still be dropping a finished all-reduce whose future holds the comm
+        # hook's Python callback (that needs the GIL); destroying the group joins those threads with the
+        # GIL held, so a rank could wait forever. Sleeping releases the GIL until they are done.
+        time.sleep(0.2)
         dist.destroy_process_group()
 
 

@@ -42,7 +42,7 @@ from common.analysis.results import (
     write_result,
 )
 from common.errors import EXIT_OOM
-from common.measure import contention, dropout, faults, memory, stages, stamp, trainstate
+from common.measure import contention, dropout, faults, memory, stages, stamp, timeline, trainstate
 from common.measure import device as device_profile
 from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
@@ -245,6 +245,8 @@ class Run:
             self.stage = "warm-up"
             warm = yield from stages.warm_up(feed, self.device, cfg.warmup, phases.ranges,
                                              sum(self._setup_s.values()))
+            if warm.first_at is not None:
+                mark("first step", warm.first_at)  # compile's cold start ends here (common.analysis.coldstart)
             mark("warm-up")
             shared_steps = len(self._losses)
             self.stage = "learning probe"
@@ -302,7 +304,8 @@ class Run:
                          status=status, device=self.device.type, smoke=self.smoke, config=self.config,
                          env=stamp.take(self.device), data_source=self.data_source, notices=self.notices,
                          total_s=time.perf_counter() - self._t_start, started=self.timeline.started,
-                         timeline=self.timeline.marks)
+                         timeline=self.timeline.marks,
+                         forked=timeline.FORKED or None)
 
     def write_oom(self, exc: BaseException) -> None:
         """Out of memory is a result: which batch size, at which stage, with the allocator's words."""

@@ -42,6 +42,7 @@ def frozen_fails(tmp_path, recipe, workload):
 
     proc = run_module("common.runners.compare", recipe, "--workloads", workload, "--smoke", "--device", "cpu",
                       "--data", "synthetic", "--reports-dir", str(tmp_path),
+                      "--", "--profile-steps", "0",  # parity only: no evidence
                       env={"COOKBOOK_FAULT": "frozen:fast", **(simulated_for(recipe) or {})})
     assert proc.returncode == 1 and f"parity FAILED for {recipe}/{workload}" in proc.stderr, proc.stderr
     par = comparison_of(tmp_path, recipe)["workloads"][workload]["parity"]

@@ -141,7 +141,8 @@ def test_a_planted_serving_twin_that_answers_other_requests_fails_parity(tmp_pat
     from conftest import comparison_of, run_module
 
     proc = run_module("common.runners.compare", recipe, "--workloads", "churn_serving", "--smoke", "--device", "cpu",
-                      "--data", "synthetic", "--reports-dir", str(tmp_path), env={"COOKBOOK_FAULT": f"{fault}:fast"})
+                      "--data", "synthetic", "--reports-dir", str(tmp_path), "--", "--profile-steps", "0",
+                      env={"COOKBOOK_FAULT": f"{fault}:fast"})
     assert proc.returncode == 1 and f"parity FAILED for {recipe}/churn_serving" in proc.stderr, proc.stderr
     par = comparison_of(tmp_path, recipe)["workloads"]["churn_serving"]["parity"]
     assert not par["ok"] and par["max_abs"] > 0.1 and par["answers_compared"] >= 64

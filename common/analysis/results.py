@@ -394,6 +394,10 @@ class CompileStats(Record):
     cudagraph_skips: int | None = optional()  # mode="reduce-overhead" fell back to plain kernels
     break_reasons: list[str] | None = optional()
     setup_s: dict[str, float] | None = optional()
+    # the on-disk caches' answers while compiling (Inductor's FX graph cache, AOTAutograd's): a warm
+    # cache from an earlier process shortens the first step; see common.compile_cache
+    cache_hits: int | None = optional()
+    cache_misses: int | None = optional()
 
 
 @dataclass
@@ -468,6 +472,7 @@ class RunResult(Record):
     # that start on time.time()'s clock
     timeline: dict[str, float] = optional()
     started: float | None = optional()
+    forked: bool | None = optional()  # forked from a server that had imported torch (common.measure.zygote)
     randomness: Randomness | None = optional()
     unread: UnreadTrace | None = optional()  # evidence still to read from its trace
     load: Load | None = optional()  # other processes' CPU use on this run's cores during its timed steps
@@ -648,12 +653,43 @@ class Failure(Record):
 
 
 @dataclass
+class BreakEven(Record):
+    """After how many steps the twin with the larger one-time cost (compilation) is repaid by its
+    faster steps (common.analysis.coldstart): each end of the interval from the one-time cost's and the
+    step saving's intervals over processes. `case` says which way the twins cross, in coldstart.CASES."""
+    case: str  # "pays after", "ahead until", "ahead throughout", "never pays", "undecided"
+    steps: float | None  # the point: mean one-time cost difference / mean step saving
+    low: float | None = None
+    high: float | None = None  # None with a low: unbounded (the step saving's interval reaches 0)
+    extra_s: float | None = None  # the fast twin's one-time cost less the slow twin's, s (mean over processes)
+    saved_ms: float | None = None  # the slow twin's step less the fast twin's, ms (mean of the process medians)
+    run_steps: int | None = None  # the steps one measured process ran (warm-up and timed)
+
+
+@dataclass
+class ColdStart(Record):
+    """What a compiled pair costs before its steps pay: the time from each process's start to its
+    first finished step, that start's speedup over processes, the one-time costs and the break-even."""
+    slow_first_s: list[float]
+    fast_first_s: list[float]
+    first: Speedup | None  # time to first step, slow over fast (above 1: the fast twin starts sooner)
+    slow_one_time_s: list[float]
+    fast_one_time_s: list[float]
+    break_even: BreakEven | None
+    fresh: bool = True  # each process a fresh interpreter (False: forked with torch imported)
+    cache: dict | None = optional()  # the fast twin's compile cache (common.compile_cache): loaded, bytes, refused
+
+
+@dataclass
 class WorkloadComparison(Record):
     slow: VariantAggregate | None = None
     fast: VariantAggregate | None = None
-    speedup: Speedup | None = None
+    speedup: Speedup | None = None  # the headline: per step, or time to first step where `measure` says so
     parity: Parity | None = None
     rounds_reason: str = ""
+    measure: str = "step"  # "step" or "first step" (a cold-start recipe: MEASURE in its settings)
+    steps: Speedup | None = optional()  # where the headline is the first step: the steady steps' speedup
+    cold: ColdStart | None = optional()  # where a twin compiled
 
 
 @dataclass
@@ -718,6 +754,8 @@ class Rung(Record):
     incremental: Speedup | None = None  # against the rung below
     parity: Parity | None = None
     skipped: str | None = optional()  # why it did not run: "not applicable on Tesla P100 (sm_60): ..."
+    # the first rung that compiles, against the rung below at the same batch: when compiling is repaid
+    break_even: BreakEven | None = optional()
 
 
 @dataclass
@@ -840,6 +878,7 @@ class LoaderSettings(Record):
     persistent_workers: bool
     prefetch_factor: int | None = None
     processes: bool | None = None  # whether its batches came from worker processes (its iterator's kind)
+    batches_per_epoch: int | None = optional()  # len(loader), where its dataset has a length
 
 
 @dataclass
@@ -898,7 +937,8 @@ class Trial(Record):
     memory_after_mb: float | None = None
     parity_ok: bool | None = None
     parity: str = ""  # the losses compared, in words
-    warmup_extra_s: float | None = None  # its warm-up's time beyond the unchanged script's (compilation)
+    # a compiling fix: after how many steps its faster steps repay its compilation (common.analysis.coldstart)
+    break_even: BreakEven | None = optional()
     lines: list[str] = field(default_factory=list)  # what to add to the script, from the recipe's diff
     fixes: list[str] = field(default_factory=list)  # the fixes applied together (one, or the winners)
     label: str = ""  # how the headline names it ("4 loader workers"); the fixes' names where empty

@@ -88,6 +88,21 @@ def log_ratio_interval(slow, fast, level=0.95):
     return math.exp(diff - half), math.exp(diff + half)
 
 
+def difference_interval(a, b, level=0.95):
+    """Welch t-interval for mean(a) - mean(b), on the values themselves (a difference of seconds, where
+    log_ratio_interval's ratio is not the question); None with fewer than 2 per side."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    va, vb = stdev(a) ** 2 / len(a), stdev(b) ** 2 / len(b)
+    diff = fmean(a) - fmean(b)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return diff, diff
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    half = t_quantile(0.5 + level / 2, df) * se
+    return diff - half, diff + half
+
+
 def level_interval(values, level=0.95):
     """t-interval of the geometric mean of per-process figures (a rung's throughput, say); None for
     fewer than two."""

@@ -2,7 +2,7 @@
 seconds from the marks."""
 
 # the phases in the order a run passes them (harness.Run marks each as it ends)
-PHASES = ("imports", "setup", "data", "model", "warm-up", "probe", "timed", "profile", "export",
+PHASES = ("imports", "setup", "data", "model", "first step", "warm-up", "probe", "timed", "profile", "export",
           "analysis", "flop count", "result", "exit")
 
 

@@ -36,8 +36,14 @@ def batch_size_of(batch) -> int | None:
 
 def loader_settings(loader, batch, iterator=None) -> LoaderSettings:
     """As built; the batch size as drawn where a batch sampler sets it (the loader's own is None then);
-    whether the iterator handing out its batches is the multi-process one."""
+    whether the iterator handing out its batches is the multi-process one; its batches per epoch where
+    its dataset has a length."""
+    try:
+        per_epoch = len(loader)
+    except TypeError:  # an iterable dataset without a length
+        per_epoch = None
     return LoaderSettings(batch_size=loader.batch_size or batch_size_of(batch), num_workers=loader.num_workers,
+                          batches_per_epoch=per_epoch,
                           pin_memory=bool(loader.pin_memory), persistent_workers=bool(loader.persistent_workers),
                           prefetch_factor=loader.prefetch_factor if loader.num_workers else None,
                           processes=None if iterator is None else "MultiProcessing" in type(iterator).__name__)

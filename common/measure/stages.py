@@ -76,6 +76,7 @@ class WarmUp:
     wall_s: float
     first_step_s: float | None
     step_s: float | None  # wall time per step after the first: sizes the timed stretch
+    first_at: float | None = None  # time.time() at the first step's end (the timeline's "first step")
 
 
 def warm_up(feed: Callable, device: torch.device, n: int, ranges: Ranges, setup_s: float) -> Stage:
@@ -85,18 +86,20 @@ def warm_up(feed: Callable, device: torch.device, n: int, ranges: Ranges, setup_
     against a step of 1 ms, and a mean would size the stretch from that. `setup_s`: the one-time
     work run.setup() timed before the loop, counted like compilation in the wall and first-step times."""
     steps = []
+    first_at = None
     t0 = last = time.perf_counter()
     for i in range(n):
         with ranges.range(f"warmup {i}"):
             yield feed()
         synchronize(device)  # note: this is a sync point, after each untimed warm-up step only
         now = time.perf_counter()
+        first_at = first_at or time.time()
         steps.append(now - last)
         last = now
     wall = last - t0
     first = steps[0] + setup_s if steps else None
     per_step = float(np.median(steps[1:])) if len(steps) > 1 else None
-    return WarmUp(n, wall + setup_s, first, per_step)
+    return WarmUp(n, wall + setup_s, first, per_step, first_at)
 
 
 def timed_steps(warm: WarmUp, steps: int, min_time_s: float) -> int:
@@ -285,4 +288,8 @@ def compile_stats() -> CompileStats | None:
     return CompileStats(graphs=graphs, graph_breaks=breaks, recompiles=max(0, graphs - 1 - breaks),
                         # mode="reduce-overhead" skips CUDA graphs silently (a mutated input, a CPU tensor...)
                         cudagraph_skips=counters["inductor"].get("cudagraph_skips", 0),
-                        break_reasons=[r.splitlines()[0][:200] for r in counters["graph_break"]][:5])
+                        break_reasons=[r.splitlines()[0][:200] for r in counters["graph_break"]][:5],
+                        cache_hits=counters["inductor"].get("fxgraph_cache_hit", 0)
+                        + counters["aot_autograd"].get("autograd_cache_hit", 0),
+                        cache_misses=counters["inductor"].get("fxgraph_cache_miss", 0)
+                        + counters["aot_autograd"].get("autograd_cache_miss", 0))

@@ -4,6 +4,10 @@ the profiler's export) is read from its result instead of guessed (the phases' o
 common.analysis.timeline). The runner that waited for the process adds "exit" (launch.child)."""
 import time
 
+# a child forked from a server that had imported torch (common.measure.zygote sets it): its time from
+# the process's start lacks the interpreter's start and the imports a fresh process pays
+FORKED = False
+
 
 def process_start() -> float:
     """When this process began, on time.time()'s clock: a fresh interpreter's exec, a forked child's fork

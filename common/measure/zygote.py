@@ -30,6 +30,8 @@ import sys
 import threading
 import traceback
 
+from common.measure import timeline
+
 # what the recipe scripts, the baselines and the doctor's child import (never a module run as
 # __main__: runpy would warn that it is imported already)
 PRELOAD = ("numpy", "torch", "torch._dynamo", "torch.profiler", "torch.utils.flop_counter", "torchvision",
@@ -86,6 +88,7 @@ def warm_inductor() -> None:
 
 
 def _child(conn: socket.socket) -> None:
+    timeline.FORKED = True  # the child's result says its torch was imported before it began
     code = 1
     try:
         message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 1)

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from common import env
-from common.analysis import doctor, stats
+from common.analysis import coldstart, doctor, stats
 from common.analysis.figures import Figure
 from common.analysis.metrics import fmt
 from common.analysis.results import DoctorVerdict, Observation, Trial, Trials
@@ -126,9 +126,10 @@ def trials_section(tr: Trials, cpu: bool) -> list[str]:
                                                          f"{t.why[0].upper() + t.why[1:]}." if t.why else ""))
         if t.parity:
             lines.append(f"  - Parity: {t.parity}.")
-        if t.warmup_extra_s is not None and t.fix == "compile":
-            lines.append(f"  - Compilation: the warm-up took {t.warmup_extra_s:+.1f} s against the unchanged script's "
-                         "(a one-time cost, outside the timed steps).")
+        if t.break_even is not None:
+            said = coldstart.words(t.break_even, "the compiled script", "the unchanged script",
+                                   "an epoch of your DataLoader ({n} steps)")
+            lines.append(f"  - Compilation: {said}.")
         if t.verdict == "faster" and t.lines:
             lines += [f"  - The lines to add to your script (its recipe, `{t.recipe}`, shows them in a pair):", "",
                       "    ```python",

@@ -3,7 +3,7 @@ issues' targets are checked in it."""
 from pathlib import Path
 
 from common import env
-from common.analysis import metrics, stats
+from common.analysis import coldstart, metrics, stats
 from common.analysis.aggregate import parity_failure
 from common.analysis.metrics import fmt
 from common.analysis.results import LadderSummary, atomic_write_bytes
@@ -146,6 +146,11 @@ def render(summary: LadderSummary, reports_dir: Path) -> list[Path]:
                   "take, per profiled step, and that share: how close each rung gets to the limit. Parity compares "
                   "each rung's first steps and windowed means with rung 0's, within the tolerance of the techniques "
                   "it adds (see `ladder/__init__.py`)."]
+    for r in rows:
+        if r.break_even:
+            said = coldstart.words(r.break_even, f"rung {r.index}", "the rung below",
+                                   "a run of {n} steps, as each rung's here")
+            lines += ["", f"Compilation (rung {r.index}, {r.name}, against the rung below): {said}."]
     if e and e.device_type != "cuda":
         lines.append("This is a CPU run: it checks that every rung works and keeps parity; it is not a GPU result.")
     for f in summary.failures:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from common import catalog, env
-from common.analysis import figures, goals, metrics, stats
+from common.analysis import coldstart, figures, goals, metrics, stats
 from common.analysis.aggregate import masks_words, parity_failure, skipped_words
 from common.analysis.metrics import fmt
 from common.analysis.results import (
@@ -98,7 +98,12 @@ def terminal_table(comparison: Comparison) -> str:
             lines += [f"{'':18} WARNING: {w}" for w in v.warnings]
         if entry.speedup:
             par = "ok" if entry.parity.ok else "FAILED"
-            lines.append(f"{'':18} -> {verdict(entry, 'fast')}; parity {par}; {entry.rounds_reason}")
+            what = "" if entry.measure == "step" else f"{entry.measure}: "
+            lines.append(f"{'':18} -> {what}{verdict(entry, 'fast')}; parity {par}; {entry.rounds_reason}")
+        if entry.cold and entry.cold.first and entry.measure == "step":
+            lines.append(f"{'':18} -> first step: {stats.describe(entry.cold.first, 'fast')}")
+        if entry.cold and entry.cold.break_even:
+            lines.append(f"{'':18} -> break-even: {coldstart.words(entry.cold.break_even)}")
     if any_noisy:
         lines.append(NOISY_ADVICE)
     return "\n".join(lines)
@@ -213,6 +218,7 @@ def opening(entry: WorkloadComparison, keys=(), cpu=False) -> str:
     """A workload section's first sentence: the verdict in plain words, the memory change, the mechanism."""
     slow, fast = entry.slow, entry.fast
     said = verdict(entry, "fast")
+    said = said if entry.measure == "step" else f"time to first step: {said}"
     parts = [f"**{said[0].upper() + said[1:]}**[^interval]"
              + ("; the recipe's README says when and why" if entry.speedup.verdict == "slower" else "")]
     a, b = slow.memory.peak_mb, fast.memory.peak_mb
@@ -396,6 +402,7 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
                       if skips and not cpu else "")
                    + (f"; breaks: {'; '.join(c.break_reasons)}" if c.break_reasons else ""))
     out += _setup_lines(slow, fast, cpu)
+    out += cold_lines(entry)
     out += [""] + _process_lines(entry, cpu)
     par = entry.parity
     if par.max_abs is not None and par.ok:
@@ -449,6 +456,40 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
                 out.append(f"| {i + 1} | {an} | {av} | {bn} | {bv} |")
             out.append("")
     return out + _diff_section(recipe, workload, reports_dir)
+
+
+def cold_lines(entry: WorkloadComparison) -> list[str]:
+    """Where a twin compiled: each twin's time to first step, the steady steps, and the break-even."""
+    c = entry.cold
+    if c is None:
+        return []
+    start = ("from each process's start (a fresh interpreter: its imports included)" if c.fresh else
+             "from each process's start (forked from a server that had imported torch: a fresh interpreter adds "
+             "its imports)")
+    first = (f"fast is {stats.describe(c.first)}" if c.first and entry.measure == "step" else
+             "the headline above" if c.first else "n/a")
+    steps = entry.steps or (entry.speedup if entry.measure == "step" else None)
+    out = [f"- Cold start, {start} to the end of its first step: slow {coldstart.seconds(c.slow_first_s)}, fast "
+           f"{coldstart.seconds(c.fast_first_s)} ({first}). One-time work beyond the steady steps (the warm-up's "
+           f"wall time less its steps at the steady pace): slow {coldstart.seconds(c.slow_one_time_s)}, fast "
+           f"{coldstart.seconds(c.fast_one_time_s)}."]
+    if entry.measure != "step" and steps:
+        out.append(f"- Steady steps: {stats.describe(steps, 'fast')}.")
+    if c.break_even:
+        out.append(f"- Break-even: {coldstart.words(c.break_even)}.")
+    cache = c.cache or {}
+    if cache.get("loaded"):
+        out.append(f"- Compile cache (fast twin): {cache['bytes'] / 2**20:.1f} MiB of compiled artefacts loaded before "
+                   "the first step, saved by an earlier process (torch.compiler.save_cache_artifacts).")
+    elif cache:
+        out.append(f"- Compile cache (fast twin): nothing loaded ({cache.get('why')}): its first step compiled cold.")
+    hits = [(name, v.compile) for name, v in (("slow", entry.slow), ("fast", entry.fast))
+            if v.compile and v.compile.cache_misses is not None]
+    if hits:
+        out.append("- Inductor's and AOTAutograd's on-disk caches while compiling: "
+                   + "; ".join(f"{name} {k.cache_hits} hit(s), {k.cache_misses} miss(es)" for name, k in hits)
+                   + " (a hit is compiled code found on disk: an earlier process's, or a loaded cache's).")
+    return out
 
 
 def _setup_lines(slow, fast, cpu):

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import ladder
-from common.analysis import stats
+from common.analysis import coldstart, stats
 from common.analysis.aggregate import aggregate, parity, parity_failure
 from common.analysis.results import LadderRounds, LadderSummary, Rung, write_result
 from common.cli import OneLineParser, check_script_flags, split_passthrough
@@ -88,7 +88,7 @@ def summarize(workload, runs, failures, rounds, mode, command, cpus=(), skip=Non
     """Each rung against rung 0 and the rung below it that ran (a skipped one is passed over)."""
     spec = ladder.spec(workload)
     base = aggregate(runs[0]) if 0 in runs else None
-    table, below = [], None
+    table, below, below_runs = [], None, None
     for i, rs in enumerate(spec.rungs):
         if rs.id in (skip or {}):
             table.append(Rung(index=i, id=rs.id, name=rs.name, adds=rs.adds, status="skipped", skipped=skip[rs.id]))
@@ -103,7 +103,14 @@ def summarize(workload, runs, failures, rounds, mode, command, cpus=(), skip=Non
                 rung.parity = parity(runs[0][0], runs[i][0], {"what": "training loss", **rs.parity}) if i else None
             if below is not None and below.status == "ok":  # the rung below, as the docstring says
                 rung.incremental = stats.speedup(per_sample_ms(below), per_sample_ms(agg))
-        below = agg
+                if (coldstart.compiled(runs[i]) and not coldstart.compiled(below_runs)
+                        and below.config.batch_size == agg.config.batch_size):  # steps of one size compare
+                    rung.break_even = coldstart.break_even(
+                        [coldstart.one_time_s(r.timing) for r in below_runs],
+                        [coldstart.one_time_s(r.timing) for r in runs[i]], coldstart.measured(below_runs, "step"),
+                        coldstart.measured(runs[i], "step"),
+                        runs[i][0].timing.warmup_steps + runs[i][0].timing.summary.n)
+        below, below_runs = agg, runs.get(i)
         table.append(rung)
     return LadderSummary(workload=workload, what=spec.what, mode=mode, command=command, rungs=table,
                          failures=failures, rounds=LadderRounds(rounds=rounds, cpus=list(cpus), method=stats.METHOD))

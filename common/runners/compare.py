@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import catalog, env
-from common.analysis import stats
+from common.analysis import coldstart, stats
 from common.analysis.aggregate import RESEEDED_RTOL, aggregate, parity, parity_failure
 from common.analysis.device import DeviceProfile
 from common.analysis.results import (
@@ -125,6 +125,9 @@ class Plan:
     no_report: bool = False  # --no-report: results and comparison.json only (rendered by make finalize)
     profile: DeviceProfile | None = None  # what the children's device can do
     not_applicable: str | None = None  # why the technique does not exist on it: nothing is timed
+    measure: str = "step"  # what the headline speedup is of: "step", or "first step" (MEASURE in the settings)
+    fresh: bool = False  # every child a fresh interpreter (FRESH in the settings: a cold start counts the imports)
+    primed: tuple = ()  # pairs whose fast twin runs once, unmeasured, before round 1 (PRIME: it saves a cache)
 
     def rule_for(self, workload: str) -> dict:
         rule = catalog.parity_rule(self.recipe, workload)
@@ -206,13 +209,16 @@ def make_plan(argv) -> Plan:
                 command="python -m common.runners.compare " + " ".join(argv),
                 budget_spec=None if args.aa else getattr(settings, "BUDGET", None), budget_gb=args.memory_budget_gb,
                 nproc=nproc, machines=multi, aa=args.aa, profile=profile, no_report=args.no_report,
-                not_applicable=catalog.not_applicable(recipe, profile))
+                not_applicable=catalog.not_applicable(recipe, profile), measure=catalog.measure(recipe),
+                fresh=bool(getattr(settings, "FRESH", False)),
+                primed=() if args.aa else tuple(getattr(settings, "PRIME", ())))
 
 
 def run_variant(plan: Plan, workload, variant, round_no, read=RunResult) -> launch.Outcome:
-    out = plan.results_dir / f"{workload}_{variant}_r{round_no}.json"
+    """One process of a twin; round 0 is a pair's priming run (PRIME), unmeasured and unprofiled."""
+    out = plan.results_dir / f"{workload}_{variant}_{f'r{round_no}' if round_no else 'prime'}.json"
     flags = ["--trace-dir", str(plan.traces_dir / f"{workload}_{variant}")] + plan.script_flags[workload]
-    if round_no > 1:
+    if round_no != 1:
         flags += ["--profile-steps", "0", "--probe-steps", "0"]  # the evidence and the parity come from round 1
     elif plan.no_report and not plan.nproc:  # its trace read with the report, afterwards (make finalize)
         flags += ["--trace-later"]
@@ -236,8 +242,8 @@ def run_workload(plan: Plan, workload, counter: launch.Counter) -> tuple[dict, l
             return f"stopped after round {round_no}: a run failed or ran out of memory"
         if plan.rounds.fixed or round_no < plan.rounds.least:
             return None
-        s = stats.speedup([r.timing.summary.median_ms for r in done.runs["slow"]],
-                          [r.timing.summary.median_ms for r in done.runs["fast"]], looks=plan.rounds.looks)
+        s = stats.speedup(coldstart.measured(done.runs["slow"], plan.measure),
+                          coldstart.measured(done.runs["fast"], plan.measure), looks=plan.rounds.looks)
         print(f"    after {round_no} rounds: {stats.describe(s, 'fast')}", flush=True)
         if stats.decided(s):
             return f"{round_no} rounds: the 95% interval decided ({s.verdict})"
@@ -246,20 +252,41 @@ def run_workload(plan: Plan, workload, counter: launch.Counter) -> tuple[dict, l
                     f"and is wider than +-{s.floor:.0%}, so no difference is claimed")
         return None
 
+    if workload in plan.primed:
+        prime(plan, workload, counter)
     done = launch.rounds(catalog.VARIANTS, lambda v, n: run_variant(plan, workload, v, n), plan.rounds.most, counter,
                          workload, lambda v, n: f"{workload} {v} round {n}", stop)
     failures = [outcome.failure(f"{workload} {v}", n) for v, n, outcome in done.failures]
     return done.runs, failures, done.stopped or plan.rounds.describe()
 
 
-def summarize_workload(runs_by_variant, rule, reason="", looks=1) -> WorkloadComparison:
-    """Aggregate each variant; where both ran, the speedup over processes and the parity check."""
-    entry = WorkloadComparison(rounds_reason=reason)
+def prime(plan: Plan, workload, counter: launch.Counter) -> None:
+    """The pair's fast twin once before round 1, its result kept apart (<pair>_fast_prime.json): what it
+    leaves behind (a compile cache) is what every measured fast process starts from."""
+    print(counter(("prime", workload), f"{workload} fast, priming (unmeasured)"), flush=True)
+    try:
+        outcome = run_variant(plan, workload, "fast", 0)
+    finally:
+        counter.settle(("prime", workload))
+    if outcome.result is None:  # the rounds' own fast runs fail the same way and say it in the report
+        print(f"    {workload}: the priming run failed (exit {outcome.returncode}); the rounds go on", flush=True)
+
+
+def summarize_workload(runs_by_variant, rule, reason="", looks=1, measure="step") -> WorkloadComparison:
+    """Aggregate each variant; where both ran, the speedup over processes of `measure` (the median step,
+    or the time to first step), the parity check, and where a twin compiled its cold start."""
+    entry = WorkloadComparison(rounds_reason=reason, measure=measure)
     for v, runs in runs_by_variant.items():
         setattr(entry, v, aggregate(runs))
     if entry.slow and entry.fast and entry.slow.status == entry.fast.status == "ok":
-        entry.speedup = stats.speedup(entry.slow.process_medians_ms, entry.fast.process_medians_ms, looks=looks)
-        entry.parity = parity(runs_by_variant["slow"][0], runs_by_variant["fast"][0], rule)
+        slow, fast = runs_by_variant["slow"], runs_by_variant["fast"]
+        steps = stats.speedup(entry.slow.process_medians_ms, entry.fast.process_medians_ms, looks=looks)
+        entry.speedup = steps if measure == "step" else stats.speedup(
+            coldstart.measured(slow, measure), coldstart.measured(fast, measure), looks=looks)
+        entry.steps = None if measure == "step" else steps
+        entry.parity = parity(slow[0], fast[0], rule)
+        entry.cold = coldstart.cold_start(slow, fast, looks, fresh=not any(r.forked for r in slow + fast),
+                                          cache=fast[0].extra.get("compile_cache"))
     return entry
 
 
@@ -268,6 +295,7 @@ def make_counter(plan: Plan) -> launch.Counter:
     then, where it runs, the memory-budget search's probes (one each at least)."""
     per_round = len(catalog.VARIANTS)
     stages = {w: (per_round * plan.rounds.least, per_round * plan.rounds.most) for w in plan.workloads}
+    stages.update({("prime", w): (1, 1) for w in plan.workloads if w in plan.primed})
     if plan.probes_budget:
         most = budget.most_probes(plan.budget_spec["start"])
         stages.update({("budget", v): (min(1, most), most) for v in catalog.VARIANTS})
@@ -295,7 +323,7 @@ def run_all(plan: Plan) -> Comparison:
         by_variant, failures, reason = run_workload(plan, workload, counter)
         comparison.failures += failures
         comparison.workloads[workload] = summarize_workload(by_variant, plan.rule_for(workload), reason,
-                                                            plan.rounds.looks)
+                                                            plan.rounds.looks, plan.measure)
     if plan.budget_spec and plan.budget_spec["pair"] in plan.workloads and plan.budget_gb:
         comparison.budget = search_budget(plan, counter)
     return comparison
@@ -431,7 +459,7 @@ def compare(argv=None) -> int:
     launch.make_folder(plan.results_dir, plan.reports_dir)  # every input has passed: now the first write
     if plan.not_applicable and not (plan.machines and plan.machines.node_rank):
         return not_applicable(plan)
-    with launch.warm_server(plan.cuda, catalog.compiles(plan.recipe)):
+    with launch.warm_server(plan.cuda, catalog.compiles(plan.recipe), wanted=not plan.fresh):
         if plan.machines and plan.machines.node_rank:  # node 0 writes the report; this node runs its share
             return nodes.follow(lambda w, v, r: run_variant(plan, w, v, r, read=None), plan.workloads,
                                 plan.rounds.most, launch.alternating)

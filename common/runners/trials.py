@@ -16,11 +16,10 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import median
 
 from common import catalog
+from common.analysis import coldstart, stats
 from common.analysis import fixes as catalog_fixes
-from common.analysis import stats
 from common.analysis.aggregate import aggregate, early_tolerance, parity, parity_failure
 from common.analysis.doctor import busy_first, host_reads
 from common.analysis.fixes import Fix
@@ -227,7 +226,14 @@ def row(plan: Plan, done: launch.Rounds, arm, fix: Fix | None, rule: dict, noisy
     before, after = aggregate(done.runs[()][:n]), aggregate(done.runs[arm])
     trial.memory_kind, trial.memory_before_mb, trial.memory_after_mb = (after.memory.kind, before.memory.peak_mb,
                                                                         after.memory.peak_mb)
-    trial.warmup_extra_s = median(after.warmup_s) - median(before.warmup_s)
+    if coldstart.compiled(done.runs[arm]):  # when its compilation is repaid, against the script's own run length
+        base, fixed_runs = done.runs[()][:n], done.runs[arm]
+        trial.break_even = coldstart.break_even([coldstart.one_time_s(r.timing) for r in base],
+                                                [coldstart.one_time_s(r.timing) for r in fixed_runs],
+                                                coldstart.measured(base, "step"),
+                                                coldstart.measured(fixed_runs, "step"),
+                                                next((ld.batches_per_epoch for ld in fixed.loaders
+                                                      if ld.batches_per_epoch), None))
     trial.parity_ok, trial.parity = judge_parity(plan, arm, rule, noisy)
     if trial.parity_ok is False:
         trial.verdict = f"{trial.verdict}, but parity FAILED"

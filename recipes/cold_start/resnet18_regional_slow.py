@@ -1,0 +1,35 @@
+"""Cold-start recipe, ResNet-18 on CIFAR-10, slow twin: the whole model compiled.
+
+ResNet-18 (10 classes, weights=None), Adam(lr=1e-4, fused on CUDA), CrossEntropyLoss; autocast (bf16,
+or fp16 with a GradScaler below sm_80) and channels_last in both twins. torch.compile traces the whole
+model's forward and backward into one graph on its first call and compiles it: eight BasicBlocks'
+worth of code generated and compiled, though four pairs of them are the same code at two shapes.
+Both twins start from an empty Inductor and Triton cache (common.compile_cache.fresh).
+"""
+import torch
+
+from common import compile_cache, data, harness, models
+
+run = harness.start(__file__, __doc__)
+compile_cache.fresh(run)  # no compiled code from an earlier process: a machine's first run
+model = models.resnet18().to(run.device, memory_format=torch.channels_last)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=run.device.type == "cuda")
+criterion = torch.nn.CrossEntropyLoss()
+batches = data.cifar10_train_batches(run, channels_last=True)
+amp_dtype = getattr(torch, run.profile.amp_dtype)  # bf16 from sm_80 (and a CPU); fp16 below (a T4)
+scaler = torch.amp.GradScaler(run.device.type, enabled=amp_dtype == torch.float16)  # fp16's loss scale
+compiled = torch.compile(model)  # one graph of the whole model, compiled on the first call
+
+for images, labels in run.loop(batches):
+    with run.phase("forward"), torch.autocast(run.device.type, dtype=amp_dtype):
+        outputs = compiled(images)
+        loss = criterion(outputs, labels)
+    with run.phase("backward"):
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+    with run.phase("optimizer"):
+        scaler.step(optimizer)
+        scaler.update()
+    run.log_loss(loss)
+
+run.finish()

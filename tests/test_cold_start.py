@@ -1,0 +1,148 @@
+"""Compile's cold start: the break-even's arithmetic and interval, and the compile cache's save, load
+and refusal, on a small model compiled into empty caches (the recipe's own smoke run shares the
+suite's caches: tests/conftest.py)."""
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from common import compile_cache
+from common.analysis import coldstart
+from common.analysis.results import BreakEven
+
+from conftest import NEEDS_CXX, REPO
+
+
+def test_a_compiled_twin_with_a_second_more_of_one_time_work_and_10_ms_faster_steps_pays_after_100_steps():
+    b = coldstart.break_even([1.0, 1.1, 0.9], [2.0, 2.1, 1.9], [30.0, 30.5, 29.5], [20.0, 20.5, 19.5], run_steps=24)
+    assert b.case == "pays after" and b.steps == pytest.approx(100, rel=1e-6)
+    assert b.low < 100 < b.high
+    said = coldstart.words(b)
+    assert "after 100 steps" in said and "compiling costs more than it saves here" in said  # 24 < the low end
+
+
+def test_the_interval_is_open_above_where_the_step_saving_may_be_nothing():
+    b = coldstart.break_even([1.0, 1.1, 0.9], [2.0, 2.1, 1.9], [30.0, 40.0, 20.0], [29.0, 19.0, 39.0])
+    assert b.case == "pays after" and b.high is None and "from" in coldstart.interval_text(b)
+
+
+@pytest.mark.parametrize("slow_ot, fast_ot, slow_ms, fast_ms, case", [
+    ([5.0, 5.1, 4.9], [1.0, 1.1, 0.9], [20.0, 20.1, 19.9], [25.0, 25.1, 24.9], "ahead until"),  # regional's trade
+    ([5.0, 5.1, 4.9], [1.0, 1.1, 0.9], [20.0, 20.1, 19.9], [18.0, 18.1, 17.9], "ahead throughout"),
+    ([1.0, 1.1, 0.9], [5.0, 5.1, 4.9], [20.0, 20.1, 19.9], [25.0, 25.1, 24.9], "never pays"),
+    ([1.0, 3.0, 2.0], [2.0, 1.0, 3.0], [20.0, 25.0, 15.0], [21.0, 14.0, 24.0], "undecided"),
+])
+def test_each_way_the_twins_can_cross_is_named(slow_ot, fast_ot, slow_ms, fast_ms, case):
+    b = coldstart.break_even(slow_ot, fast_ot, slow_ms, fast_ms)
+    assert b.case == case
+    if case == "ahead until":  # 4 s of head start lost at 5 ms a step
+        assert b.steps == pytest.approx(800, rel=1e-6) and b.low < 800 < b.high
+
+
+def test_one_process_each_gives_a_point_and_says_it_has_no_interval():
+    b = coldstart.break_even([1.0], [2.0], [30.0], [20.0])
+    assert b.steps == pytest.approx(100) and b.low is None
+    assert "no interval" in coldstart.words(b)
+
+
+def test_a_break_even_survives_its_json_round_trip():
+    b = coldstart.break_even([1.0, 1.1], [2.0, 2.2], [30.0, 31.0], [20.0, 21.0], run_steps=10)
+    assert BreakEven.from_json(json.loads(json.dumps(b.to_json()))) == b
+
+
+SMALL = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from types import SimpleNamespace
+    import torch
+    from torch._dynamo.utils import counters
+    from common import compile_cache
+    from common.measure.stages import compile_stats
+
+    def once():  # a process's life as the cold-start twin lives it: empty caches, load, compile, save
+        counters.clear()
+        compile_cache.fresh(SimpleNamespace(notices=[]))
+        artefacts = compile_cache.Artefacts("small", torch.device("cpu"), folder=Path(sys.argv[1]))
+        artefacts.load()
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+        with torch.no_grad():  # a forward alone: the fewest kernels to compile in C++ on a CPU
+            torch.compile(model)(torch.randn(8, 16))
+        artefacts.save()
+        c = compile_stats()
+        return {"state": artefacts.state, "hits": c.cache_hits, "misses": c.cache_misses}
+
+    first = once()
+    torch._dynamo.reset()  # what a new process has: no compiled code in memory, and (fresh) none on disk
+    print(json.dumps([first, once()]))
+""")
+
+
+@NEEDS_CXX
+def test_artefacts_saved_by_one_life_are_loaded_by_the_next_into_empty_caches_and_found_there(tmp_path):
+    """Twice in one process, to save a minute of C++ compilation a second process would spend on the CPU's
+    instruction-set probe; the recipe's smoke run does it across processes (tests/test_recipes.py)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "COOKBOOK_COMPILE_CACHE"}  # empty caches, as a user's
+    proc = subprocess.run([sys.executable, "-c", SMALL, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={**env, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    cold, warm = json.loads(proc.stdout.strip().splitlines()[-1])
+    said = [line for line in proc.stdout.splitlines() if line.startswith("compile cache:")]
+    assert "no artefacts" in said[0] and "loaded" in said[1] and len(said) == 2
+    assert not cold["state"]["loaded"] and cold["state"]["saved_bytes"] > 0 and cold["misses"] > 0
+    assert warm["state"]["loaded"] and warm["state"]["bytes"] == cold["state"]["saved_bytes"]
+    assert warm["hits"] > 0 and warm["misses"] == 0  # compiled code found in the loaded artefacts, none generated
+
+
+def test_a_file_another_torch_built_is_refused_in_one_line_before_torch_reads_it(tmp_path, capsys, monkeypatch):
+    import torch
+
+    artefacts = compile_cache.Artefacts("small", torch.device("cpu"), folder=tmp_path)
+    built = {"torch": torch.__version__, "triton": None, "target": "cpu avx2"}  # (the CPU's probe costs 10 s)
+    monkeypatch.setattr(compile_cache, "built_for", lambda device: dict(built))
+    artefacts.blob.write_bytes(b"not artefacts torch could read")
+    artefacts.meta.write_text(json.dumps({**built, "torch": "2.10.0"}))
+    monkeypatch.setattr(torch.compiler, "load_cache_artifacts", lambda data: pytest.fail("a stale file was loaded"))
+    assert artefacts.load() is False
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and f"built by torch 2.10.0, this process has {built['torch']}" in lines[0]
+    assert "compiling cold" in lines[0] and artefacts.state["why"].startswith("built by torch 2.10.0")
+    monkeypatch.setattr(torch.compiler, "save_cache_artifacts", lambda: (b"new", None))
+    artefacts.save()  # the next process gets this build's
+    assert artefacts.blob.read_bytes() == b"new" and json.loads(artefacts.meta.read_text()) == built
+
+
+def test_fresh_points_inductor_and_triton_at_an_empty_folder_of_this_process(tmp_path):
+    code = ("from types import SimpleNamespace; from common import compile_cache; "
+            "from torch._inductor.runtime.cache_dir_utils import cache_dir, triton_cache_dir; "
+            "f = compile_cache.fresh(SimpleNamespace(notices=[])); "
+            "print(f, cache_dir(), triton_cache_dir(0), sorted(p.name for p in f.iterdir()))")
+    import os
+
+    env = {**{k: v for k, v in os.environ.items() if k != "COOKBOOK_COMPILE_CACHE"}, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=env,
+                         timeout=120, check=True).stdout.split()
+    folder = out[0]
+    assert out[1] == folder and out[2] == f"{folder}/triton" and out[3] == "[]"
+    assert not os.path.exists(folder)  # removed at the process's end
+
+
+def test_a_shared_cache_is_said_in_the_result():
+    from types import SimpleNamespace
+
+    from common import compile_cache
+
+    run = SimpleNamespace(notices=[])
+    assert compile_cache.fresh(run) is None  # the suite's setting (tests/conftest.py)
+    assert "not a cold start" in run.notices[0]
+
+
+def test_a_cache_built_for_another_target_is_stale_and_the_same_build_is_not():
+    here = {"torch": "2.11.0", "triton": "3.5.0", "target": "sm_90"}
+    assert compile_cache.stale(dict(here), here) is None
+    assert compile_cache.stale({**here, "target": "sm_80"}, here) == "built by target sm_80, this process has sm_90"
+    assert "Triton" in compile_cache.stale({**here, "triton": None}, here)
+
