@@ -146,3 +146,78 @@ def test_a_cache_built_for_another_target_is_stale_and_the_same_build_is_not():
     assert compile_cache.stale({**here, "target": "sm_80"}, here) == "built by target sm_80, this process has sm_90"
     assert "Triton" in compile_cache.stale({**here, "triton": None}, here)
 
+
+
+def _compiled(median, warmup_s, first_s, n=3):
+    """Processes of a twin: its steps' median (ms), its warm-up's wall time, its time to first step; a
+    compiled graph where warmup_s says compilation happened (above a second)."""
+    from common.analysis.results import CompileStats
+
+    from tests_helpers import run_result
+
+    runs = []
+    for i in range(n):
+        r = run_result(median=median * (1 + 0.01 * i))
+        r.timing.warmup_s = warmup_s * (1 + 0.02 * i)
+        r.timeline = {"imports": 2.0, "first step": first_s * (1 + 0.02 * i), "warm-up": first_s + 0.1}
+        r.compile = CompileStats(graphs=1, graph_breaks=0, recompiles=0) if warmup_s > 1 else None
+        runs.append(r)
+    return runs
+
+
+def test_a_compiled_pair_reports_its_cold_start_and_a_first_step_recipe_headlines_it():
+    from common.runners import compare
+
+    rule = {"what": "training loss", "early_steps": 5, "early_rtol": 0.5, "window": 5, "rtol": 0.5}
+    runs = {"slow": _compiled(30.0, 0.1, 3.0), "fast": _compiled(20.0, 20.1, 23.0)}  # eager vs compiled
+    entry = compare.summarize_workload(runs, rule, looks=1)
+    assert entry.measure == "step" and entry.speedup.ratio == pytest.approx(1.5, rel=0.02)
+    c = entry.cold
+    assert c.slow_first_s[0] == 3.0 and c.first.ratio < 0.2 and c.first.verdict == "slower"  # starts later
+    assert c.break_even.case == "pays after" and c.break_even.steps == pytest.approx(2000, rel=0.05)
+    assert c.fresh and entry.steps is None
+    first = compare.summarize_workload(runs, rule, looks=1, measure="first step")
+    assert first.speedup == c.first and first.steps.ratio == entry.speedup.ratio  # the steps beside it
+    from common.render.report import cold_lines
+
+    said = "\n".join(cold_lines(entry))
+    assert "slow 3.06 s (3.00-3.12), fast 23.46 s (23.00-23.92)" in said and "- Break-even: the fast twin's extra" in said
+
+
+def test_the_ladder_gives_its_first_compiled_rung_a_break_even_against_the_rung_below():
+    from common.runners.climb import summarize
+
+    runs = {0: _compiled(30.0, 0.1, 3.0), 1: _compiled(20.0, 20.1, 23.0)}
+    table = summarize("churn", runs, [], 3, "cpu", "test").rungs
+    assert table[0].break_even is None and table[1].break_even.case == "pays after"
+
+
+def test_the_doctor_says_when_its_compile_try_pays_against_an_epoch_of_the_scripts_loader():
+    from common.analysis.results import Trial, Trials
+    from common.render.doctor import trials_section
+
+    b = coldstart.break_even([0.1, 0.12, 0.11], [20.0, 20.5, 21.0], [30.0, 30.5, 29.5], [20.0, 20.5, 19.5],
+                             run_steps=196)
+    t = Trial(fix="compile", recipe="compile", how="", why="1 compiled graph(s)", verdict="faster", break_even=b)
+    tried = Trials(budget_s=60, spent_s=50, rounds=3, stopped="", deterministic=True, noise="", rows=[t],
+                   manual=[], headline="")
+    line = next(x for x in trials_section(tried, cpu=True) if "Compilation:" in x)
+    assert "the compiled script's extra" in line and "an epoch of your DataLoader (196 steps) is shorter" in line
+    assert "compiling costs more than it saves here" in line
+
+
+def test_a_loader_says_its_batches_per_epoch_where_its_dataset_has_a_length():
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+
+    from common.measure.settings import loader_settings
+
+    sized = DataLoader(TensorDataset(torch.zeros(100, 2)), batch_size=8)
+    assert loader_settings(sized, next(iter(sized))).batches_per_epoch == 13
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            yield from torch.zeros(4, 2)
+
+    stream = DataLoader(Stream(), batch_size=2)
+    assert loader_settings(stream, next(iter(stream))).batches_per_epoch is None

@@ -21,8 +21,11 @@ def test_every_recipe_with_a_training_pair_has_its_planted_frozen_twin():
     training = {r for r in catalog.stepped() for w in catalog.workloads(r) if "serving" not in w}
     # elsewhere: amp's stalled twin in tests/test_parity.py (the same fault, at every size); compile's beside
     # its smoke run (tests/test_recipes.py); ddp's in its run across two nodes (tests/test_nodes.py)
-    covered = {r for r, _ in FROZEN} | {"amp", "compile", "ddp"}
+    # cold_start's pairs compile the training step of compile's resnet18 pair and judge it by compile's rule
+    covered = {r for r, _ in FROZEN} | {"amp", "compile", "ddp", "cold_start"}
     assert training == covered | set(SAME_RULE_AS), training ^ (covered | set(SAME_RULE_AS))
+    assert catalog.settings("cold_start").PARITY == {k: v for k, v in catalog.settings("compile").PARITY.items()
+                                                     if k != "workloads"}
     for recipe, stand_in in SAME_RULE_AS.items():
         assert catalog.settings(recipe).PARITY is catalog.settings(stand_in).PARITY
         assert catalog.workloads(recipe) == catalog.workloads(stand_in) == ["resnet18"]

@@ -10,13 +10,13 @@ from common.analysis import figures
 from common.analysis.results import SCHEMA_VERSION
 from recipes.grad_accumulation import ACCUMULATE
 
-from conftest import NEEDS_CXX, comparison_of, run_module
+from conftest import NEEDS_CXX, comparison_of, run_module, suite_pairs
 
 WORKLOADS = ("churn", "resnet18")
 ACROSS_NODES = {"fsdp"}  # run end to end as two nodes instead (tests/test_nodes.py)
 
 
-@pytest.mark.parametrize("recipe", [pytest.param(r, marks=[pytest.mark.recipe(r)] + ([NEEDS_CXX] if r == "compile"
+@pytest.mark.parametrize("recipe", [pytest.param(r, marks=[pytest.mark.recipe(r)] + ([NEEDS_CXX] if catalog.compiles(r)
                                                                                    else []))
                                     for r in catalog.stepped() if r not in ACROSS_NODES])
 def test_every_recipe_runs_end_to_end_and_keeps_parity(recipe, smoke_run):
@@ -24,7 +24,7 @@ def test_every_recipe_runs_end_to_end_and_keeps_parity(recipe, smoke_run):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     comparison = comparison_of(reports, recipe)
     assert comparison["schema_version"] == SCHEMA_VERSION and not comparison["failures"]
-    assert list(comparison["workloads"]) == catalog.workloads(recipe)
+    assert list(comparison["workloads"]) == suite_pairs(recipe)
     for pair, entry in comparison["workloads"].items():
         assert entry["parity"]["ok"], (pair, entry["parity"])
         assert entry["slow"]["process_medians_ms"] and entry["fast"]["process_medians_ms"]
@@ -367,3 +367,23 @@ def test_parity_failure_exits_nonzero_and_says_by_how_much(tmp_path):
     md = (tmp_path / "amp.md").read_text()  # the report is written all the same, the failure at its top
     assert md.index("> **Parity FAILED for churn**: the 10-step mean loss differs by") < md.index("## churn")
 
+
+
+@pytest.mark.recipe("cold_start")
+@NEEDS_CXX
+def test_the_cache_pair_loads_what_its_priming_process_saved_and_reports_its_cold_start(smoke_run):
+    """The fast twin's processes load the artefacts the priming run saved (a process before them); the
+    report gives each twin's time to first step, the steady steps beside it and the break-even. (The suite
+    shares Inductor's caches, so its first steps are no cold start, which the report says.)"""
+    _, reports = smoke_run("cold_start")
+    entry = comparison_of(reports, "cold_start")["workloads"]["resnet18_cache"]
+    assert entry["measure"] == "first step" and entry["steps"]["ratio"] > 0
+    cold = entry["cold"]
+    assert cold["fresh"] is False  # forked from the suite's zygote: said, not taken for a fresh interpreter
+    assert cold["cache"]["loaded"] and cold["cache"]["bytes"] > 0 and cold["break_even"]["case"]
+    assert entry["speedup"]["ratio"] == pytest.approx(cold["slow_first_s"][0] / cold["fast_first_s"][0])
+    prime = json.loads(next((reports / "results" / "cold_start").glob("*/resnet18_cache_fast_prime.json")).read_text())
+    assert prime["extra"]["compile_cache"]["saved_bytes"] == cold["cache"]["bytes"]
+    md = (reports / "cold_start.md").read_text()
+    assert "**Time to first step: " in md and "- Cold start, from each process's start (forked" in md
+    assert "- Break-even: " in md and "MiB of compiled artefacts loaded" in md and "not a cold start" in md

@@ -30,7 +30,7 @@ def test_the_plan_is_the_noise_floor_then_every_single_gpu_main_pair_compile_and
     plan, skipped = tour.legs(device.SIMULATED["H100"], 1)
     names = [leg.name for leg in plan]
     assert names[0] == "aa" and plan[0].aa and (plan[0].recipe, plan[0].pair) == ("amp", "churn")
-    assert names[-2:] == ["compile", "serving"] and plan[-1].served
+    assert names[-3:] == ["compile", "cold_start", "serving"] and plan[-1].served
     assert "precision" in names and not any(n.startswith(("ddp", "fsdp")) for n in names)
     assert skipped["fsdp"].startswith("data-parallel")
     t4, why = tour.legs(device.SIMULATED["T4"], 1)

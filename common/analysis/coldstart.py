@@ -103,7 +103,7 @@ def interval_text(b: BreakEven) -> str:
 
 
 def words(b: BreakEven, fast: str = "the fast twin", slow: str = "the slow twin",
-          run: str = "a run of {n} steps, as here") -> str:
+          run: str = "a run of {n} steps like this one") -> str:
     """The break-even in one sentence, with the run's step count against it (`run`, formatted with n)."""
     if b.case == "pays after" and b.steps is not None:
         out = (f"{fast}'s extra {b.extra_s:.2f} s of one-time work is repaid by its {b.saved_ms:.3g} ms faster "

@@ -47,7 +47,8 @@ def recipe_facts(comparison) -> dict:
         if s is not None:
             pairs[pair] = {"ratio": s.ratio, "low": s.low, "high": s.high, "verdict": s.verdict,
                            "processes": s.processes, "floor": s.floor, "batch_size": v.config.batch_size if v else None,
-                           "goal": goals.judge(goals.for_run(comparison.recipe, pair, entry)[1], entry)}
+                           "goal": goals.judge(goals.for_run(comparison.recipe, pair, entry)[1], entry),
+                           **({"measure": entry.measure} if entry.measure != "step" else {})}
     return {"kind": "recipe", "recipe": comparison.recipe, "smoke": comparison.smoke, "pairs": pairs,
             **stamp_facts(stamp)}
 
@@ -88,7 +89,8 @@ class Figure:
                 s = Speedup(ratio=p["ratio"], low=p["low"], high=p["high"], method="", verdict=p["verdict"],
                             processes=p.get("processes") or [], floor=p.get("floor", stats.FLOOR))
                 goal = p.get("goal") if p.get("goal") in ("met", "missed", "undecided") else None
-                parts.append(f"{pair}: {stats.describe(s)}" + (f", goal {goal}" if goal else ""))
+                what = f"{p['measure']}: " if p.get("measure") else ""  # a cold start's time to first step
+                parts.append(f"{pair}: {what}{stats.describe(s)}" + (f", goal {goal}" if goal else ""))
             else:
                 parts.append(f"{pair}: {p['ratio']:.2f}x" + (f" ({p['verdict']})" if p.get("verdict") else ""))
         return "; ".join(parts)

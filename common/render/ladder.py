@@ -149,7 +149,7 @@ def render(summary: LadderSummary, reports_dir: Path) -> list[Path]:
     for r in rows:
         if r.break_even:
             said = coldstart.words(r.break_even, f"rung {r.index}", "the rung below",
-                                   "a run of {n} steps, as each rung's here")
+                                   "a run of {n} steps like each rung's here")
             lines += ["", f"Compilation (rung {r.index}, {r.name}, against the rung below): {said}."]
     if e and e.device_type != "cuda":
         lines.append("This is a CPU run: it checks that every rung works and keeps parity; it is not a GPU result.")

@@ -263,13 +263,14 @@ def run_workload(plan: Plan, workload, counter: launch.Counter) -> tuple[dict, l
 def prime(plan: Plan, workload, counter: launch.Counter) -> None:
     """The pair's fast twin once before round 1, its result kept apart (<pair>_fast_prime.json): what it
     leaves behind (a compile cache) is what every measured fast process starts from."""
-    print(counter(("prime", workload), f"{workload} fast, priming (unmeasured)"), flush=True)
+    print(counter(("prime", workload), f"{workload} fast, priming (unmeasured)"), end=" ", flush=True)
     try:
         outcome = run_variant(plan, workload, "fast", 0)
     finally:
         counter.settle(("prime", workload))
+    print(outcome.describe(), flush=True)
     if outcome.result is None:  # the rounds' own fast runs fail the same way and say it in the report
-        print(f"    {workload}: the priming run failed (exit {outcome.returncode}); the rounds go on", flush=True)
+        print(f"    {workload}: the priming run failed (log {outcome.log}); the rounds go on", flush=True)
 
 
 def summarize_workload(runs_by_variant, rule, reason="", looks=1, measure="step") -> WorkloadComparison:

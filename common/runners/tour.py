@@ -1,6 +1,6 @@
 """`make tour`: the whole cookbook on one GPU in one sitting. The noise floor first (the A/A: amp's churn
 slow twin against itself), then the main pair of every recipe that runs on one GPU (MAIN in its
-settings: catalog.main_pair), compile and serving last, each pair one `compare` of 3 alternating rounds,
+settings: catalog.main_pair), compile, cold_start and serving last, each pair one `compare` of 3 alternating rounds,
 one process on the GPU at a time; its line as it ends. The analysis waits for any machine:
 
     python -m common.runners.tour [--budget 480] [--only amp,compile] [--rounds 3] [--bundle DIR]
@@ -39,7 +39,7 @@ from common.runners import launch
 LEDGER = env.REPO_ROOT / "reports" / "tour_ledger.json"
 MAX_FILES, VOLUME_BYTES = 8, 16 * 2**20  # what a hosted notebook downloads in one go
 FIRST = "aa"  # the noise floor's leg
-LAST = ("compile", "serving")  # compile's cold start and the served pair: the longest, last
+LAST = ("compile", "cold_start", "serving")  # compilation in every process, and the served pair: the longest, last
 PREFLIGHT_S = 30.0
 STOP_GRACE_S = 3.0  # a pair stopped at the deadline: SIGTERM, then SIGKILL after this
 
@@ -73,7 +73,7 @@ class Done:
 
 def legs(profile, gpus: int, only: list[str] | None = None) -> tuple[list[Leg], dict[str, str]]:
     """The sitting's plan and, for each pair left out, why: the A/A, then every recipe's main pair that
-    runs on one GPU, compile and serving last."""
+    runs on one GPU, compile, cold_start and serving last."""
     recipes = sorted(catalog.available(), key=lambda r: (r in LAST, LAST.index(r) if r in LAST else 0, r))
     plan, skipped = [Leg(FIRST, "amp", "churn", aa=True)], {}
     for r in recipes:

@@ -15,7 +15,7 @@ from common import compile_cache, data, harness, models
 
 run = harness.start(__file__, __doc__)
 compile_cache.fresh(run)  # no compiled code from an earlier process: a machine's first run
-artefacts = compile_cache.Artefacts(run.pair, run.device)
+artefacts = compile_cache.Artefacts(run.pair, run.device)  # data/compile_artefacts/<pair>-<device>.bin
 artefacts.load()  # torch.compiler.load_cache_artifacts(): what an earlier process compiled
 model = models.resnet18().to(run.device, memory_format=torch.channels_last)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=run.device.type == "cuda")
@@ -38,5 +38,5 @@ for images, labels in run.loop(batches):
     run.log_loss(loss)
 
 artefacts.save()  # torch.compiler.save_cache_artifacts(), for the next process (once: none were loaded)
-run.extra["compile_cache"] = artefacts.state
+run.extra["compile_cache"] = artefacts.state  # loaded or why not, its size: for the report
 run.finish()

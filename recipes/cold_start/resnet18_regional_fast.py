@@ -9,7 +9,7 @@ and every block boundary is a graph boundary, which may cost some speed per step
 Both twins start from an empty Inductor and Triton cache (common.compile_cache.fresh).
 """
 import torch
-from torchvision.models.resnet import BasicBlock
+from torchvision.models.resnet import BasicBlock  # the repeated block
 
 from common import compile_cache, data, harness, models
 
@@ -21,10 +21,9 @@ criterion = torch.nn.CrossEntropyLoss()
 batches = data.cifar10_train_batches(run, channels_last=True)
 amp_dtype = getattr(torch, run.profile.amp_dtype)  # bf16 from sm_80 (and a CPU); fp16 below (a T4)
 scaler = torch.amp.GradScaler(run.device.type, enabled=amp_dtype == torch.float16)  # fp16's loss scale
-for block in model.modules():
-    if isinstance(block, BasicBlock):
-        block.compile()  # the repeated block, compiled once and reused by its instances
-compiled = model
+for block in (m for m in model.modules() if isinstance(m, BasicBlock)):  # regional compilation:
+    block.compile()  # each block compiled in place; its forward's code compiled once, reused by the others
+compiled = model  # the blocks compiled in place, the stem and head eager
 
 for images, labels in run.loop(batches):
     with run.phase("forward"), torch.autocast(run.device.type, dtype=amp_dtype):
