@@ -119,8 +119,8 @@ def words(b: BreakEven, fast: str = "the fast twin", slow: str = "the slow twin"
         return (f"{fast} starts with {-b.extra_s:.2f} s less one-time work and runs {-b.saved_ms:.3g} ms slower "
                 f"steps: it stays ahead for {steps_text(b.steps)} steps ({interval_text(b)}), after which "
                 f"{slow}'s faster steps have caught up")
-    return {"ahead throughout": f"{fast} is ahead from the first step: no more one-time work, and steps as fast or "
-                                "faster",
+    return {"ahead throughout": f"{fast} is ahead from the first step: {-b.extra_s:.2f} s less one-time work, and "
+                                "steps not measurably slower",
             "never pays": f"{fast} never catches up: its steps are not faster, so its one-time work is never repaid "
                           "(compiling costs more than it saves here)",
             }.get(b.case, "no break-even can be said: neither the one-time costs nor the steps differ measurably "
