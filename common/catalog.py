@@ -12,6 +12,7 @@ from common.presets import WORKLOADS
 
 RECIPES_DIR = REPO_ROOT / "recipes"
 VARIANTS = ("slow", "fast")
+MEASURES = ("step", "first step")  # what a recipe's headline speedup is of (MEASURE in its settings)
 
 
 def available() -> list[str]:
@@ -51,8 +52,6 @@ def compiles(recipe: str) -> bool:
 def measure(recipe: str) -> str:
     """What the recipe's headline speedup is of (MEASURE in its settings): "step", the steady step
     time, or "first step", the time from a process's start to its first finished step."""
-    from common.analysis.coldstart import MEASURES
-
     found = getattr(settings(recipe), "MEASURE", "step")
     if found not in MEASURES:
         raise CookbookError(f"recipes/{recipe}/__init__.py: MEASURE {found!r} is none of {', '.join(MEASURES)}")

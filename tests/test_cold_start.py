@@ -64,7 +64,9 @@ SMALL = textwrap.dedent("""
     def once():  # a process's life as the cold-start twin lives it: empty caches, load, compile, save
         counters.clear()
         compile_cache.fresh(SimpleNamespace(notices=[]))
-        artefacts = compile_cache.Artefacts("small", torch.device("cpu"), folder=Path(sys.argv[1]))
+        run = SimpleNamespace(pair="small", device=torch.device("cpu"), profile=SimpleNamespace(amp_dtype="float32"),
+                              config=SimpleNamespace(batch_size=8, image_size=None))
+        artefacts = compile_cache.Artefacts(run, folder=Path(sys.argv[1]))
         artefacts.load()
         model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
         with torch.no_grad():  # a forward alone: the fewest kernels to compile in C++ on a CPU
@@ -98,11 +100,15 @@ def test_artefacts_saved_by_one_life_are_loaded_by_the_next_into_empty_caches_an
 
 
 def test_a_file_another_torch_built_is_refused_in_one_line_before_torch_reads_it(tmp_path, capsys, monkeypatch):
+    from types import SimpleNamespace
+
     import torch
 
-    artefacts = compile_cache.Artefacts("small", torch.device("cpu"), folder=tmp_path)
-    built = {"torch": torch.__version__, "triton": None, "target": "cpu avx2"}  # (the CPU's probe costs 10 s)
-    monkeypatch.setattr(compile_cache, "built_for", lambda device: dict(built))
+    run = SimpleNamespace(pair="small", device=torch.device("cpu"), profile=SimpleNamespace(amp_dtype="bfloat16"),
+                          config=SimpleNamespace(batch_size=8, image_size=112))
+    artefacts = compile_cache.Artefacts(run, folder=tmp_path)
+    assert artefacts.graph == "batch 8, 112 px, autocast bfloat16"
+    built = {**compile_cache.built_for(run.device), "graph": artefacts.graph}
     artefacts.blob.write_bytes(b"not artefacts torch could read")
     artefacts.meta.write_text(json.dumps({**built, "torch": "2.10.0"}))
     monkeypatch.setattr(torch.compiler, "load_cache_artifacts", lambda data: pytest.fail("a stale file was loaded"))
@@ -111,23 +117,32 @@ def test_a_file_another_torch_built_is_refused_in_one_line_before_torch_reads_it
     assert len(lines) == 1 and f"built by torch 2.10.0, this process has {built['torch']}" in lines[0]
     assert "compiling cold" in lines[0] and artefacts.state["why"].startswith("built by torch 2.10.0")
     monkeypatch.setattr(torch.compiler, "save_cache_artifacts", lambda: (b"new", None))
+    monkeypatch.setattr(compile_cache, "_compiled", lambda: 3)
     artefacts.save()  # the next process gets this build's
     assert artefacts.blob.read_bytes() == b"new" and json.loads(artefacts.meta.read_text()) == built
+    artefacts.meta.write_text(json.dumps({**built, "graph": "batch 4, 64 px, autocast bfloat16"}))  # a smoke run's
+    assert artefacts.load() is False and "built by graph batch 4, 64 px" in capsys.readouterr().out
 
 
 def test_fresh_points_inductor_and_triton_at_an_empty_folder_of_this_process(tmp_path):
     code = ("from types import SimpleNamespace; from common import compile_cache; "
             "from torch._inductor.runtime.cache_dir_utils import cache_dir, triton_cache_dir; "
+            "from torch._inductor import codecache; "
             "f = compile_cache.fresh(SimpleNamespace(notices=[])); "
-            "print(f, cache_dir(), triton_cache_dir(0), sorted(p.name for p in f.iterdir()))")
+            "print(f, cache_dir(), triton_cache_dir(0), codecache._HEADER_DIR, sorted(p.name for p in f.iterdir()))")
     import os
 
-    env = {**{k: v for k, v in os.environ.items() if k != "COOKBOOK_COMPILE_CACHE"}, "PYTHONPATH": str(REPO)}
+    env = {**{k: v for k, v in os.environ.items() if k not in ("COOKBOOK_COMPILE_CACHE", "TORCHINDUCTOR_CACHE_DIR")},
+           "PYTHONPATH": str(REPO)}
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=env,
                          timeout=120, check=True).stdout.split()
     folder = out[0]
-    assert out[1] == folder and out[2] == f"{folder}/triton" and out[3] == "[]"
-    assert not os.path.exists(folder)  # removed at the process's end
+    assert out[1] == folder and out[2] == f"{folder}/triton" and out[3] == f"{folder}/precompiled_headers"
+    assert out[4] == "[]" and not os.path.exists(folder)  # empty, and removed at the process's end
+    mine = tmp_path / "inductor"  # a user's own cache location: the fresh folder goes inside it
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         env={**env, "TORCHINDUCTOR_CACHE_DIR": str(mine)}, timeout=120, check=True).stdout.split()
+    assert out[0].startswith(f"{mine}/cookbook-inductor-") and out[1] == out[0]
 
 
 def test_a_shared_cache_is_said_in_the_result():
@@ -141,9 +156,10 @@ def test_a_shared_cache_is_said_in_the_result():
 
 
 def test_a_cache_built_for_another_target_is_stale_and_the_same_build_is_not():
-    here = {"torch": "2.11.0", "triton": "3.5.0", "target": "sm_90"}
+    here = {"torch": "2.11.0", "triton": "3.5.0", "target": "NVIDIA H100 80GB HBM3 sm_90 CUDA 13.0", "graph": "g"}
     assert compile_cache.stale(dict(here), here) is None
-    assert compile_cache.stale({**here, "target": "sm_80"}, here) == "built by target sm_80, this process has sm_90"
+    h200 = {**here, "target": "NVIDIA H200 sm_90 CUDA 13.0"}  # the same sm, another name: Inductor's key differs
+    assert compile_cache.stale(h200, here).startswith("built by target NVIDIA H200 sm_90")
     assert "Triton" in compile_cache.stale({**here, "triton": None}, here)
 
 

@@ -29,7 +29,7 @@ def test_the_timed_stretch_is_sized_from_the_median_warm_up_step(tmp_path, monke
     its CUDA graph) and then 1 ms each: 1 s of timed steps is 1000 steps of 1 ms, not the 76 that
     the mean of steps 2..5 (13 ms) would give."""
     clock = [100.0]
-    monkeypatch.setattr(stages, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(stages, "time", types.SimpleNamespace(perf_counter=lambda: clock[0], time=lambda: clock[0]))
     run = _start(tmp_path, "--warmup", "5", "--steps", "10", "--min-time", "1")
     try:
         stage = stages.warm_up(iter(range(100)).__next__, run.device, run.warmup, run._phases.ranges, 0.0)

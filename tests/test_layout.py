@@ -10,7 +10,7 @@ from conftest import REPO
 
 BASE = {"errors", "cli", "presets", "env", "catalog", "startup"}  # shared by every layer, torch-free
 API = {"harness", "data", "models", "graphs", "inference_sweep", "server", "distributed",  # the scripts import
-       "dropout_check"}  # and a device check built on them
+       "compile_cache", "dropout_check"}  # and a device check built on them
 LAYERS = {  # layer -> the layers it may import, besides its own
     "base": set(),
     "analysis": {"base"},

@@ -12,8 +12,6 @@ from statistics import fmean
 from common.analysis import stats
 from common.analysis.results import BreakEven, ColdStart, RunResult, Timing
 
-MEASURES = ("step", "first step")  # what a comparison's headline speedup is of (a recipe's MEASURE)
-
 # the ways two twins' cumulative times can cross, from the signs of the one-time cost's difference
 # (fast less slow: + when compiling costs the fast twin more) and the step saving (slow less fast)
 CASES = {(1, 1): "pays after", (1, 0): "pays after", (0, 1): "pays after",
@@ -115,6 +113,10 @@ def words(b: BreakEven, fast: str = "the fast twin", slow: str = "the slow twin"
         elif b.run_steps is not None:
             out += f"; {run.format(n=b.run_steps)} lies within that interval"
         return out
+    if b.case == "pays after":  # one difference decided, the other's point the other way: no crossing to name
+        return (f"no break-even point: one of the one-time work's ({b.extra_s:+.2f} s) and the steps' "
+                f"({b.saved_ms:+.3g} ms saved) differences is not measurable and its point goes the other way "
+                f"({interval_text(b)})")
     if b.case == "ahead until" and b.steps is not None:
         return (f"{fast} starts with {-b.extra_s:.2f} s less one-time work and runs {-b.saved_ms:.3g} ms slower "
                 f"steps: it stays ahead for {steps_text(b.steps)} steps ({interval_text(b)}), after which "

@@ -479,10 +479,14 @@ def cold_lines(entry: WorkloadComparison) -> list[str]:
         out.append(f"- Break-even: {coldstart.words(c.break_even)}.")
     cache = c.cache or {}
     if cache.get("loaded"):
+        anyway = cache.get("compiled_anyway")
         out.append(f"- Compile cache (fast twin): {cache['bytes'] / 2**20:.1f} MiB of compiled artefacts loaded before "
-                   "the first step, saved by an earlier process (torch.compiler.save_cache_artifacts).")
+                   "the first step in every process, saved by an earlier process (torch.compiler.save_cache_artifacts)"
+                   + (f"; {anyway} graph(s) compiled anyway in the first (the cache lacked them)" if anyway else "")
+                   + ".")
     elif cache:
-        out.append(f"- Compile cache (fast twin): nothing loaded ({cache.get('why')}): its first step compiled cold.")
+        out.append(f"- Compile cache (fast twin): loaded in {cache.get('loaded_in', 0)} of {cache.get('processes', 1)} "
+                   f"process(es) ({cache.get('why')} in the first): its first step compiled cold there.")
     hits = [(name, v.compile) for name, v in (("slow", entry.slow), ("fast", entry.fast))
             if v.compile and v.compile.cache_misses is not None]
     if hits:
@@ -498,8 +502,9 @@ def _setup_lines(slow, fast, cpu):
     out = []
     for name, v in (("slow", slow), ("fast", fast)):
         for what, seconds in ((v.compile and v.compile.setup_s) or {}).items():
+            capture = what == "graph capture"  # common.graphs.capture's
             out.append(f"- {what[0].upper() + what[1:]} ({name} twin): {seconds:.3f} s before the timed loop"
-                       + (" (nothing to capture on a CPU: the step ran eagerly)" if cpu else
+                       + ("" if not capture else " (nothing to capture on a CPU: the step ran eagerly)" if cpu else
                           " (its warm-up steps and the recording)")
                        + f"; counted in the warm-up ({fmt(metrics.get('warmup_s').value(v), '.2f')} s) and "
                          f"first-step ({fmt(metrics.get('first_step_s').value(v), '.2f')} s) figures, as "

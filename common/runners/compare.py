@@ -286,8 +286,11 @@ def summarize_workload(runs_by_variant, rule, reason="", looks=1, measure="step"
             coldstart.measured(slow, measure), coldstart.measured(fast, measure), looks=looks)
         entry.steps = None if measure == "step" else steps
         entry.parity = parity(slow[0], fast[0], rule)
+        states = [r.extra.get("compile_cache") for r in fast if r.extra.get("compile_cache")]
+        cache = ({**states[0], "loaded": all(s["loaded"] for s in states),
+                  "loaded_in": sum(1 for s in states if s["loaded"]), "processes": len(states)} if states else None)
         entry.cold = coldstart.cold_start(slow, fast, looks, fresh=not any(r.forked for r in slow + fast),
-                                          cache=fast[0].extra.get("compile_cache"))
+                                          cache=cache)
     return entry
 
 

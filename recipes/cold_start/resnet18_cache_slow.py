@@ -2,8 +2,8 @@
 
 ResNet-18 (10 classes, weights=None), Adam(lr=1e-4, fused on CUDA), CrossEntropyLoss; autocast (bf16,
 or fp16 with a GradScaler below sm_80) and channels_last in both twins. torch.compile traces the whole
-model's forward and backward into one graph on its first call and compiles it: eight BasicBlocks'
-worth of code generated and compiled, though four pairs of them are the same code at two shapes.
+model's forward into one graph on its first call, AOTAutograd derives its backward, and Inductor
+compiles both: one compilation of every block's code, in place, at once.
 Both twins start from an empty Inductor and Triton cache (common.compile_cache.fresh).
 """
 import torch

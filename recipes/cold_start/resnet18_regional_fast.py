@@ -1,11 +1,13 @@
 """Cold-start recipe, ResNet-18 on CIFAR-10, fast twin: each BasicBlock compiled in place (regional).
 
 ResNet-18 (10 classes, weights=None), Adam(lr=1e-4, fused on CUDA), CrossEntropyLoss; autocast (bf16,
-or fp16 with a GradScaler below sm_80) and channels_last in both twins. Each BasicBlock is compiled on
-its own (`block.compile()`); the eight blocks share one forward, so Dynamo's cache serves a block whose
-shapes it has seen with the code it compiled for the first (and compiles one shape-generic version once
-shapes start to vary): less code to generate than the whole model. The stem and the head run eagerly,
-and every block boundary is a graph boundary, which may cost some speed per step.
+or fp16 with a GradScaler below sm_80) and channels_last in both twins. Each BasicBlock is compiled in
+place (`block.compile()`); the eight blocks share one code object, so Dynamo serves a block whose
+configuration it has seen with the code it compiled for the first (layer1's second block). Parameter
+shapes are static, so each other configuration (four widths, three with a downsampling branch)
+compiles anew, and from the third on the activation's height and width are dynamic: seven compilations
+of a block against one of the whole model. The stem and the head run eagerly, and every block boundary
+is a graph boundary, which may cost some speed per step.
 Both twins start from an empty Inductor and Triton cache (common.compile_cache.fresh).
 """
 import torch
@@ -21,6 +23,7 @@ criterion = torch.nn.CrossEntropyLoss()
 batches = data.cifar10_train_batches(run, channels_last=True)
 amp_dtype = getattr(torch, run.profile.amp_dtype)  # bf16 from sm_80 (and a CPU); fp16 below (a T4)
 scaler = torch.amp.GradScaler(run.device.type, enabled=amp_dtype == torch.float16)  # fp16's loss scale
+torch._dynamo.config.fail_on_recompile_limit_hit = True  # 7 of the 8 compilations a code object may have: more
 for block in (m for m in model.modules() if isinstance(m, BasicBlock)):  # regional compilation:
     block.compile()  # each block compiled in place; its forward's code compiled once, reused by the others
 compiled = model  # the blocks compiled in place, the stem and head eager
