@@ -223,6 +223,20 @@ def test_the_doctor_says_when_its_compile_try_pays_against_an_epoch_of_the_scrip
     assert "compiling costs more than it saves here" in line
 
 
+def test_the_doctors_compile_try_is_judged_against_an_epoch_of_the_scripts_loader():
+    from common.analysis.results import LoaderSettings, Observation
+    from common.runners import trials
+
+    loader = LoaderSettings(batch_size=8, num_workers=0, pin_memory=False, persistent_workers=False,
+                            batches_per_epoch=196)
+    fixed = Observation(script="train.py", argv=[], step="optimizer", steps_seen=30, ended="stopped", stage="",
+                        loaders=[loader])
+    base, compiled = _compiled(30.0, 0.1, 3.0), _compiled(20.0, 20.1, 23.0)
+    b = trials.break_even(base, compiled, fixed)
+    assert b.case == "pays after" and b.run_steps == 196 and b.low > 196  # an epoch is too short to repay it
+    assert trials.break_even(base, base, fixed) is None  # nothing compiled: no break-even to give
+
+
 def test_a_loader_says_its_batches_per_epoch_where_its_dataset_has_a_length():
     import torch
     from torch.utils.data import DataLoader, IterableDataset, TensorDataset
@@ -238,3 +252,11 @@ def test_a_loader_says_its_batches_per_epoch_where_its_dataset_has_a_length():
 
     stream = DataLoader(Stream(), batch_size=2)
     assert loader_settings(stream, next(iter(stream))).batches_per_epoch is None
+
+
+def test_more_one_time_work_and_steps_that_do_not_differ_is_said_as_no_break_even():
+    """The CPU's regional pair: 4 s more one-time work, steps 1 ms apart either way."""
+    b = coldstart.break_even([52.2, 50.1, 53.2], [56.3, 55.0, 57.1], [122.8, 111.3, 106.6], [123.6, 112.4, 108.4])
+    assert b.case == "pays after" and b.steps is None
+    said = coldstart.words(b)
+    assert said.startswith("the fast twin has") and "no break-even at these processes" in said

@@ -113,10 +113,13 @@ def words(b: BreakEven, fast: str = "the fast twin", slow: str = "the slow twin"
         elif b.run_steps is not None:
             out += f"; {run.format(n=b.run_steps)} lies within that interval"
         return out
-    if b.case == "pays after":  # one difference decided, the other's point the other way: no crossing to name
-        return (f"no break-even point: one of the one-time work's ({b.extra_s:+.2f} s) and the steps' "
-                f"({b.saved_ms:+.3g} ms saved) differences is not measurable and its point goes the other way "
-                f"({interval_text(b)})")
+    if b.case == "pays after" and b.extra_s > 0:  # more one-time work; steps not measurably faster, nor slower
+        return (f"{fast} has {b.extra_s:.2f} s more one-time work and steps that do not differ measurably "
+                f"({-b.saved_ms:+.3g} ms): no break-even at these processes (compiling this way costs more than it "
+                "saves here)")
+    if b.case == "pays after":  # faster steps; one-time work that does not differ measurably
+        return (f"{fast} runs {b.saved_ms:.3g} ms faster steps and its one-time work does not differ measurably "
+                f"({b.extra_s:+.2f} s): it is likely ahead throughout")
     if b.case == "ahead until" and b.steps is not None:
         return (f"{fast} starts with {-b.extra_s:.2f} s less one-time work and runs {-b.saved_ms:.3g} ms slower "
                 f"steps: it stays ahead for {steps_text(b.steps)} steps ({interval_text(b)}), after which "

@@ -480,13 +480,14 @@ def cold_lines(entry: WorkloadComparison) -> list[str]:
     cache = c.cache or {}
     if cache.get("loaded"):
         anyway = cache.get("compiled_anyway")
-        out.append(f"- Compile cache (fast twin): {cache['bytes'] / 2**20:.1f} MiB of compiled artefacts loaded before "
+        out.append(f"- Compiled artefacts (fast twin): {cache['bytes'] / 2**20:.1f} MiB loaded before "
                    "the first step in every process, saved by an earlier process (torch.compiler.save_cache_artifacts)"
                    + (f"; {anyway} graph(s) compiled anyway in the first (the cache lacked them)" if anyway else "")
                    + ".")
     elif cache:
-        out.append(f"- Compile cache (fast twin): loaded in {cache.get('loaded_in', 0)} of {cache.get('processes', 1)} "
-                   f"process(es) ({cache.get('why')} in the first): its first step compiled cold there.")
+        out.append(f"- Compiled artefacts (fast twin): loaded in {cache.get('loaded_in', 0)} of "
+                   f"{cache.get('processes', 1)} process(es) ({cache.get('why')} in the first): its first step "
+                   "compiled cold there.")
     hits = [(name, v.compile) for name, v in (("slow", entry.slow), ("fast", entry.fast))
             if v.compile and v.compile.cache_misses is not None]
     if hits:

@@ -226,18 +226,22 @@ def row(plan: Plan, done: launch.Rounds, arm, fix: Fix | None, rule: dict, noisy
     before, after = aggregate(done.runs[()][:n]), aggregate(done.runs[arm])
     trial.memory_kind, trial.memory_before_mb, trial.memory_after_mb = (after.memory.kind, before.memory.peak_mb,
                                                                         after.memory.peak_mb)
-    if coldstart.compiled(done.runs[arm]):  # when its compilation is repaid, against the script's own run length
-        base, fixed_runs = done.runs[()][:n], done.runs[arm]
-        trial.break_even = coldstart.break_even([coldstart.one_time_s(r.timing) for r in base],
-                                                [coldstart.one_time_s(r.timing) for r in fixed_runs],
-                                                coldstart.measured(base, "step"),
-                                                coldstart.measured(fixed_runs, "step"),
-                                                next((ld.batches_per_epoch for ld in fixed.loaders
-                                                      if ld.batches_per_epoch), None))
+    trial.break_even = break_even(done.runs[()][:n], done.runs[arm], fixed)
     trial.parity_ok, trial.parity = judge_parity(plan, arm, rule, noisy)
     if trial.parity_ok is False:
         trial.verdict = f"{trial.verdict}, but parity FAILED"
     return trial
+
+
+def break_even(base: list, fixed_runs: list, fixed: Observation):
+    """Where the fix compiles: after how many steps its faster steps repay its compilation, against an
+    epoch of the script's DataLoader where its dataset has a length (None where nothing compiled)."""
+    if not coldstart.compiled(fixed_runs):
+        return None
+    epoch = next((ld.batches_per_epoch for ld in fixed.loaders if ld.batches_per_epoch), None)
+    return coldstart.break_even([coldstart.one_time_s(r.timing) for r in base],
+                                [coldstart.one_time_s(r.timing) for r in fixed_runs],
+                                coldstart.measured(base, "step"), coldstart.measured(fixed_runs, "step"), epoch)
 
 
 def lines_to_add(fix: Fix) -> list[str]:
