@@ -218,3 +218,15 @@ def test_gpu_check_on_a_gpu_runs_one_target_at_a_time_and_its_tests_with_fresh_c
     assert next(t for t in gpucheck.targets(True, tmp_path) if t.name == "tests").env is None
     assert gpucheck.parse_args([]).jobs is None
     assert (gpucheck.default_jobs(False), gpucheck.default_jobs(True)) == (1, 4)  # a GPU, a CPU
+
+
+def test_a_primed_pair_is_predicted_with_its_priming_process_at_its_recipes_own_default():
+    """cold_start compiles in every process (about a minute on a GPU, not a ResNet-18 process's 18 s),
+    and its cache pair runs one priming process before its rounds."""
+    ledger = {"default": {"leg_overhead": 3.0, "resnet18 process": 18.0, "cold_start process": 60.0}, "devices": {}}
+    cache = tour.Leg("cold_start", "cold_start", "resnet18_cache")
+    regional = tour.Leg("cold_start", "cold_start", "resnet18_regional")
+    amp = tour.Leg("amp", "amp", "resnet18")
+    assert tour.predicted_s(cache, ledger, "NVIDIA H100", 3) == 3.0 + 7 * 60.0
+    assert tour.predicted_s(regional, ledger, "NVIDIA H100", 3) == 3.0 + 6 * 60.0
+    assert tour.predicted_s(amp, ledger, "NVIDIA H100", 3) == 3.0 + 6 * 18.0

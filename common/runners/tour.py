@@ -101,15 +101,17 @@ def read_ledger(path: Path | None = None) -> dict:
 
 
 def predicted_s(leg: Leg, ledger: dict, key: str, rounds: int) -> float:
-    """Seconds the leg should take here: its processes at this device's measured seconds each (the
-    ledger), else the stated default for its workload, plus the runner's own start."""
+    """Seconds the leg should take here: its processes (a primed pair's one more: PRIME) at this device's
+    measured seconds each (the ledger), else the stated default for its recipe or its workload, plus the
+    runner's own start."""
     default = ledger.get("default", {})
     known = ledger.get("devices", {}).get(key, {})
     kind = "smoke" if "smoke" in key else "process"
     if leg.served:
         return float(known.get(leg.name, default.get(f"serving {kind}", default.get("serving", 240.0))))
-    per_process = known.get(leg.name, default.get(f"{leg.workload} {kind}", 20.0))
-    return float(default.get("leg_overhead", 3.0)) + 2 * rounds * float(per_process)
+    per_process = known.get(leg.name, default.get(f"{leg.name} {kind}", default.get(f"{leg.workload} {kind}", 20.0)))
+    primed = not leg.aa and leg.pair in getattr(catalog.settings(leg.recipe), "PRIME", ())
+    return float(default.get("leg_overhead", 3.0)) + (2 * rounds + primed) * float(per_process)
 
 
 def leg_command(leg: Leg, args, work: Path) -> list[str]:
