@@ -1,0 +1,67 @@
+"""The trace views TensorBoard's profiler plugin gave, read without torch (common/analysis/trace_views.py):
+each instant of a step counted once, for the first of kernel, memcpy, memset, runtime, data loading,
+CPU op; the GPU's figures from its kernels' records; the memory curve."""
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from common.analysis import trace_views
+
+H100 = Path(__file__).resolve().parents[2] / "shared" / "gpu-runs" / "h100-2026-11-22" / "traces"
+
+
+def _x(name, cat, ts, dur, **args):
+    return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "args": args}
+
+
+def test_each_instant_of_a_step_counts_once_for_the_first_kind_that_fills_it():
+    events = [_x("ProfilerStep#7", "user_annotation", 0, 100),
+              _x("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "user_annotation", 0, 20),
+              _x("aten::mm", "cpu_op", 20, 50),  # CPU op 20-70, its launch inside it
+              _x("cudaLaunchKernel", "cuda_runtime", 30, 10),
+              _x("gemm", "kernel", 35, 40),  # the GPU 35-75: hides the launch's last 5 us and the op's 35-70
+              _x("Memcpy HtoD", "gpu_memcpy", 60, 30)]  # 75-90 left to it
+    (row,) = trace_views.breakdown(events)
+    assert row["step"] == "7" and row["total_us"] == 100
+    assert (row["kernel"], row["memcpy"], row["memset"], row["runtime"]) == (40, 15, 0, 5)
+    assert (row["data loading"], row["CPU op"], row["other"]) == (20, 10, 10)
+    assert sum(row[k] for k in trace_views.KINDS) == row["total_us"]
+
+
+def test_a_cpu_trace_has_no_gpu_figures_and_its_step_is_ops_and_the_rest():
+    events = [_x("ProfilerStep#0", "user_annotation", 0, 10), _x("aten::add", "cpu_op", 2, 5)]
+    assert trace_views.gpu_figures(events) == {"gpu_utilization": None, "sm_efficiency": None,
+                                               "achieved_occupancy": None}
+    (row,) = trace_views.breakdown(events)
+    assert (row["CPU op"], row["other"], row["kernel"]) == (5, 5, 0)
+
+
+def test_gpu_figures_are_weighted_by_kernel_time():
+    events = [_x("ProfilerStep#0", "user_annotation", 0, 100),
+              _x("a", "kernel", 0, 30, **{"blocks per SM": 0.5, "est. achieved occupancy %": 20}),
+              _x("b", "kernel", 50, 10, **{"blocks per SM": 4.0, "est. achieved occupancy %": 60})]
+    g = trace_views.gpu_figures(events)
+    assert g["gpu_utilization"] == pytest.approx(0.4)
+    assert g["sm_efficiency"] == pytest.approx((0.5 * 30 + 1.0 * 10) / 40)
+    assert g["achieved_occupancy"] == pytest.approx((0.2 * 30 + 0.6 * 10) / 40)
+
+
+def test_the_memory_curve_follows_the_devices_allocator(tmp_path):
+    mem = lambda ts, mb, device: {"ph": "i", "name": "[memory]", "ts": ts,  # noqa: E731
+                                  "args": {"Total Allocated": mb * 2**20, "Device Type": device}}
+    trace = {"traceEvents": [mem(1, 5, 0), mem(2, 100, 1), mem(3, 150, 1), mem(4, 6, 0)]}
+    assert trace_views.memory_curve(trace) == [(2, 100.0), (3, 150.0)]  # the GPU's, not the CPU's
+    assert trace_views.memory_curve({"traceEvents": [mem(1, 5, 0)]}) == [(1, 5.0)]
+
+
+@pytest.mark.skipif(not H100.is_dir(), reason="the first H100 run's traces (../shared/gpu-runs) are not here")
+def test_the_first_h100_runs_amp_trace_reads_as_a_busy_gpu():
+    v = trace_views.read(H100 / "amp_resnet18_fast.pt.trace.json.gz")
+    assert v["gpu"] and len(v["breakdown"]) == 5 and v["gpu_utilization"] > 0.9
+    assert 0 < v["sm_efficiency"] <= 1 and 0 < v["achieved_occupancy"] < 1 and v["memory"]
+    for row in v["breakdown"]:
+        assert abs(sum(row[k] for k in trace_views.KINDS) - row["total_us"]) < 1e-6 * row["total_us"]
+    slow = json.load(gzip.open(H100 / "amp_resnet18_slow.pt.trace.json.gz", "rt"))
+    assert trace_views.breakdown([e for e in slow["traceEvents"] if e.get("ph") == "X"])
