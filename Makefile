@@ -19,7 +19,7 @@ PORT ?= 6006
 TIMED = start=$$(date +%s); trap 'rc=$$?; t=$$(( $$(date +%s) - start )); echo "make $@: $$((t / 60)) min $$((t % 60)) s"; exit $$rc' EXIT;
 RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
 
-.PHONY: help setup lock doctor gpu-check tour finalize recipes index readme baselines ladder all test tensorboard clean trace-diff
+.PHONY: help setup lock doctor gpu-check tour finalize recipes index readme baselines ladder all test traces tensorboard clean trace-diff
 
 help: ## list the targets
 	@echo "Quick start: make recipe-amp (the main job), make test (the CPU test suite)."
@@ -125,6 +125,9 @@ ncu-%: $(SETUP) ## the heaviest kernels of one step of each twin under Nsight Co
 
 nsys-%: $(SETUP) ## run a recipe's pairs under Nsight Systems with NVTX ranges (needs nsys)
 	$(PY) -m common.runners.nsys $* $(ARGS)
+
+traces: $(SETUP) ## every profiled run's page (one self-contained HTML file beside its trace, no network needed) listed, written where missing; ARGS='--serve' serves them on http://127.0.0.1:8008 (--port N)
+	@$(PY) -m common.render.trace_page --all $(ARGS)
 
 tensorboard: $(SETUP) ## serve reports/local/traces on http://127.0.0.1:6006 (HOST=, PORT= to change)
 	$(PY) -m common.render.tensorboard --host $(HOST) --port $(PORT)

@@ -80,9 +80,11 @@ def simulated_for(recipe: str) -> dict | None:
 
 
 # The pairs a recipe's smoke run leaves out of the suite, and why: cold_start's regional pair compiles
-# ResNet-18's eight blocks at four shapes, about a minute of C++ compilation per process on 2 cores that no
-# cache of the suite's saves (its CPU figures: recipes/cold_start/README.md, from `make recipe-cold_start`)
-SUITE_PAIRS = {"cold_start": ["resnet18_cache"]}
+# ResNet-18's blocks in seven configurations, about a minute of C++ compilation per process on 2 cores that
+# no cache of the suite's saves (its CPU figures: recipes/cold_start/README.md, from `make recipe-cold_start`);
+# compile's resnet18_fusion pair is its resnet18 pair in default mode at the same smoke size, the whole-model
+# default-mode compile that cold_start's smoke runs too: about 30 s of C++ on a fresh machine for no new path
+SUITE_PAIRS = {"cold_start": ["resnet18_cache"], "compile": ["churn_serving", "resnet18"]}
 # Flags a recipe's smoke run adds, and why: the one-option DDP recipes' tests read their all-reduce counts
 # and digests, which the counting hook gives, not the profiler (ddp's own run profiles its ranks)
 SUITE_FLAGS = {r: ["--", "--profile-steps", "0"] for r in ("ddp_buckets", "ddp_bucket_view", "ddp_unused",

@@ -231,8 +231,10 @@ def test_a_busy_machine_is_said_above_the_headline_not_diagnosed(tmp_path):
     first, with the threads, the cores and the load under "Settings seen"."""
     cores = sorted(os.sched_getaffinity(0))
     spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in cores]
-    try:  # a short run: the spinners slow the rest of the suite too
-        proc = doctor(tmp_path, PLAIN / "compute_bound.py", "--warmup", "1", "--steps", "6", "--time", "0.8",
+    try:  # a short run (the spinners slow the rest of the suite too), its timed steps sized from the second
+        # warm-up step (from the first alone, slow on a loaded machine, it timed 3: a window under the 0.5 s the
+        # kernel's ticks need) and lasting about a second
+        proc = doctor(tmp_path, PLAIN / "compute_bound.py", "--warmup", "2", "--steps", "8", "--time", "1.2",
                       "--profile-steps", "1")
     finally:
         for p in spin:

@@ -115,6 +115,12 @@ def test_traces_written_per_variant(amp_smoke):
             events = json.loads(trace.read_text())["traceEvents"]
             assert any(str(e.get("name", "")).startswith("ProfilerStep#") for e in events)
             assert any(e.get("name") == "forward" for e in events)  # the harness's phase ranges
+    md = (reports / "amp.md").read_text()
+    for w in WORKLOADS:  # each pair's page of its two traces, linked from the report, drawn from them
+        link = f"[{w}.html](traces/amp/{w}.html)"
+        assert f"- {w}, slow and fast side by side in one page that needs no network: {link}" in md
+        page = (reports / "traces" / "amp" / f"{w}.html").read_text()
+        assert page.count("<div class=col>") == 2 and "aten::" in page and "<svg class=breakdown" in page
 
 
 @pytest.mark.recipe("amp")
@@ -206,7 +212,7 @@ def test_compiled_graph_calls_fewer_ops_and_pays_on_the_first_step(smoke_run):
     for entry in comparison_of(reports, "compile")["workloads"].values():
         c = entry["fast"]["compile"]  # fullgraph=True: one graph per compiled callable, no break
         assert c["graph_breaks"] == 0 and c["graphs"] >= 1 and entry["slow"]["compile"] is None
-    assert md.count("graph break(s)") == 3  # each compiled pair: resnet18, resnet18_fusion, churn_serving
+    assert md.count("graph break(s)") == len(suite_pairs("compile"))  # each compiled pair the suite runs
 
 
 @pytest.mark.recipe("cuda_graphs")

@@ -4,6 +4,7 @@
 
 Every number comes from the result files of a run, through common.analysis.metrics; nothing is typed in by hand.
 """
+import os
 import sys
 from pathlib import Path
 
@@ -577,6 +578,8 @@ def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
         for f in comparison.failures:
             lines += [f"- {f.what} round {f.round}: exit {f.returncode} ({f.log})", "", "```", *f.tail, "```", ""]
     lines += ["## Traces", "", f"Profiler traces (round 1) are in `reports/traces/{recipe}/<workload>_<variant>/`:", ""]
+    for workload, said in trace_pages(comparison, reports_dir).items():
+        lines.append(f"- {workload}, slow and fast side by side in one page that needs no network: {said}")
     for workload, entry in comparison.workloads.items():
         for name, v in _variants(entry):
             if v.evidence:
@@ -593,6 +596,25 @@ def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
     if looks:
         lines += [f"[^interval]: {stats.footnote(looks, comparison.rounds.floor or stats.FLOOR)}", ""]
     return "\n".join(lines)
+
+
+def trace_pages(comparison: Comparison, reports_dir: Path) -> dict[str, str]:
+    """Each pair's page of its two traces (common.render.trace_page), beside them: the link, or why none."""
+    from common.render import trace_page
+
+    out = {}
+    for workload, entry in comparison.workloads.items():
+        traces = [(name, Path(v.evidence.trace)) for name, v in _variants(entry) if v.evidence and v.evidence.trace]
+        if len(traces) != 2 or not all(p.is_file() for _, p in traces):
+            continue
+        page_path = Path(reports_dir) / "traces" / comparison.recipe / f"{workload}.html"
+        try:
+            trace_page.write(traces, page_path, f"{comparison.recipe} / {workload}: slow vs fast")
+        except (OSError, ValueError, KeyError) as e:  # an unreadable trace costs its page, not the report
+            out[workload] = f"not written ({type(e).__name__}: {e})"
+            continue
+        out[workload] = f"[{page_path.name}]({os.path.relpath(page_path, Path(reports_dir))})"
+    return out
 
 
 def render(comparison: Comparison, reports_dir: Path) -> list[Path]:
