@@ -19,7 +19,7 @@ PORT ?= 6006
 TIMED = start=$$(date +%s); trap 'rc=$$?; t=$$(( $$(date +%s) - start )); echo "make $@: $$((t / 60)) min $$((t % 60)) s"; exit $$rc' EXIT;
 RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
 
-.PHONY: help setup lock doctor gpu-check tour finalize recipes index readme baselines ladder all test traces tensorboard clean trace-diff
+.PHONY: help setup lock doctor gpu-check tour finalize recipes index readme baselines ladder all test traces browser tensorboard clean trace-diff
 
 help: ## list the targets
 	@echo "Quick start: make recipe-amp (the main job), make test (the CPU test suite)."
@@ -135,7 +135,14 @@ tensorboard: $(SETUP) ## serve reports/local/traces on http://127.0.0.1:6006 (HO
 # the files that hold timing tests (marked alone): the second run collects these only
 ALONE_FILES = $(shell grep -l "mark.alone" tests/test_*.py)
 
-test: $(SETUP) ## lint (ruff), then the CPU test suite on every core, then the timing tests alone, as CI runs it
+# the trace page's test opens it in headless Chromium with the network off: Debian's package, where the machine
+# lets this user install it (else that one test says it was skipped, and why)
+browser:
+	@command -v chromium > /dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null && \
+	  timeout 300 apt-get install -y -q chromium > /dev/null 2>&1 && echo "installed chromium (the trace page's test)"; } \
+	  || echo "no chromium: tests/test_trace_page.py's browser test will be skipped (apt-get install chromium)"
+
+test: $(SETUP) browser ## lint (ruff), then the CPU test suite on every core, then the timing tests alone, as CI runs it
 	@$(TIMED) $(PY) -m ruff check . && \
 	$(PY) -m pytest -q -n auto --dist loadgroup -m "not alone" --durations=15 && \
 	$(PY) -m pytest -q -m alone --durations=5 $(ALONE_FILES)

@@ -59,11 +59,12 @@ def _share(x) -> str:
     return "not in this trace" if x is None else f"{x:.1%}"
 
 
-def breakdown_svg(rows: list[dict]) -> str:
-    """A stacked bar per step, its kinds in KINDS order, scaled to the longest step."""
+def breakdown_svg(rows: list[dict], longest: float) -> str:
+    """A stacked bar per step, its kinds in KINDS order, scaled to `longest` (a pair's page: the longest
+    step of both, so that the two columns' bars compare)."""
     if not rows:
         return "<p class=note>No step in this trace.</p>"
-    longest = max(r["total_us"] for r in rows) or 1.0
+    longest = longest or 1.0
     width, bar, gap, label = 560, 18, 6, 70
     parts = [f'<svg class=breakdown width="{width + label + 90}" height="{len(rows) * (bar + gap) + 4}" '
              'xmlns="http://www.w3.org/2000/svg">']
@@ -160,8 +161,7 @@ def timeline_svg(tl: dict) -> str:
                              "a drag pans; hover for names.</p>")
 
 
-def column(label: str, trace: Path, ident: str) -> str:
-    v = trace_views.read(trace)
+def column(label: str, trace: Path, ident: str, v: dict, longest: float) -> str:
     ov = v["overlap"]
     comm = ("" if ov is None else
             f"<h2>Compute and communication</h2><p>compute kernels {ov['compute_us'] / 1000:.2f} ms, communication "
@@ -172,7 +172,8 @@ def column(label: str, trace: Path, ident: str) -> str:
             f"<p>{v['steps']} profiled step(s), {'GPU' if v['gpu'] else 'CPU (no GPU activity)'}. "
             f"GPU utilization {_share(v['gpu_utilization'])}; SM efficiency (estimated) {_share(v['sm_efficiency'])}; "
             f"achieved occupancy (estimated) {_share(v['achieved_occupancy'])}.</p>"
-            f"<h2>Step time by what filled it</h2>{breakdown_svg(v['breakdown'])}{breakdown_table(v['breakdown'])}"
+            f"<h2>Step time by what filled it</h2>{breakdown_svg(v['breakdown'], longest)}"
+            f"{breakdown_table(v['breakdown'])}"
             f"<h2>Memory allocated over the profiled steps</h2>{memory_svg(v['memory'])}{comm}"
             f"<h2>Operators</h2>{op_table_html(v['ops'], ident + '-ops')}"
             f"<h2>Kernels</h2>{kernel_table_html(v['kernels'])}"
@@ -180,7 +181,9 @@ def column(label: str, trace: Path, ident: str) -> str:
 
 
 def render(traces: list[tuple[str, Path]], title: str) -> str:
-    cols = "".join(column(label, Path(t), f"c{i}") for i, (label, t) in enumerate(traces))
+    views = [trace_views.read(Path(t)) for _, t in traces]
+    longest = max((r["total_us"] for v in views for r in v["breakdown"]), default=1.0)  # one scale for a pair
+    cols = "".join(column(label, Path(t), f"c{i}", v, longest) for i, ((label, t), v) in enumerate(zip(traces, views)))
     return (f"<!doctype html><html><head><meta charset=utf-8><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
             "<p class=note>Read from the profiler's trace by the cookbook (common/render/trace_page.py): the views "
