@@ -9,7 +9,7 @@ import pytest
 
 from common.analysis import trace_views
 
-H100 = Path(__file__).resolve().parents[2] / "shared" / "gpu-runs" / "h100-2026-11-22" / "traces"
+H100 = Path(__file__).resolve().parent / "data" / "h100-2026-11-22" / "traces"  # the first H100 run's, kept
 
 
 def _x(name, cat, ts, dur, **args):
@@ -56,7 +56,6 @@ def test_the_memory_curve_follows_the_devices_allocator(tmp_path):
     assert trace_views.memory_curve({"traceEvents": [mem(1, 5, 0)]}) == [(1, 5.0)]
 
 
-@pytest.mark.skipif(not H100.is_dir(), reason="the first H100 run's traces (../shared/gpu-runs) are not here")
 def test_the_first_h100_runs_amp_trace_reads_as_a_busy_gpu():
     v = trace_views.read(H100 / "amp_resnet18_fast.pt.trace.json.gz")
     assert v["gpu"] and len(v["breakdown"]) == 5 and v["gpu_utilization"] > 0.9
