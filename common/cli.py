@@ -143,6 +143,10 @@ def script_parser(prog: str, description: str, workload: str, overrides: dict, p
     p.add_argument("--memory-dir", metavar="DIR",
                    help="during the profiled steps also record memory: the profiler's memory timeline (HTML) and, "
                         "on CUDA, an allocator snapshot (pickle for https://pytorch.org/memory_viz)")
+    p.add_argument("--memory-snapshot", action="store_true",
+                   help="on CUDA, record the allocator's history over the profiled steps and write its snapshot "
+                        "(a pickle PyTorch's memory viewer opens) and the memory timeline beside the trace; on a CPU "
+                        "it says that the snapshot needs CUDA")
     p.add_argument("--memory-budget-gb", type=non_negative_float, metavar="GB",
                    help="cap this process's GPU memory at GB (torch.cuda.set_per_process_memory_fraction), as on a "
                         "smaller card; CUDA only")

@@ -163,6 +163,9 @@ class Run:
         self._wrong_answers = faults.wrong_answers(variant, self.pair, workload)  # a planted broken serving twin
         self.memory_cap_gb = None  # set when --memory-budget-gb capped the allocator (CUDA)
         self._t_start = time.perf_counter()
+        if args.memory_snapshot and self.device.type != "cuda":
+            self.notices.append("--memory-snapshot: the allocator's snapshot needs CUDA "
+                                "(torch.cuda.memory._record_memory_history); none on this CPU run")
         if args.memory_budget_gb:
             self.memory_cap_gb, notice = memory.cap(self.device, args.memory_budget_gb)
             self.notices.append(notice)
@@ -278,7 +281,8 @@ class Run:
         m.batch_bytes = stages.nbytes(feed.last)
         mark("timed")
         self.stage = "profiled steps"
-        memory_dir = Path(self.args.memory_dir) if self.args.memory_dir else None
+        memory_dir = (Path(self.args.memory_dir) if self.args.memory_dir else
+                      self.trace_dir if self.args.memory_snapshot and self.device.type == "cuda" else None)
         m.evidence = yield from stages.profiled(feed, self.device, cfg.profile_steps, self.trace_dir,
                                                 f"{self.pair}_{self.variant}"
                                                 + (f"_rank{self.rank}" if self.world > 1 else ""), memory_dir, phases,

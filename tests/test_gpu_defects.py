@@ -331,3 +331,17 @@ def test_the_memory_timeline_is_the_runs_device(tmp_path, monkeypatch, device, c
     monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
     found = profiling.memory_artifacts(prof, tmp_path, "rank1", device, snapshot=False)
     assert asked == [wanted] and found.timeline
+
+
+def test_a_memory_snapshot_on_cuda_is_dumped_beside_the_trace_with_how_to_view_it(tmp_path, monkeypatch):
+    """--memory-snapshot's CUDA branch through a stand-in allocator: the pickle written where asked, the
+    history switched off after it, and the offline viewer's command named."""
+    calls = []
+    monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot", lambda path: Path(path).write_bytes(b"snapshot"))
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    prof = types.SimpleNamespace(export_memory_timeline=lambda path, device=None: Path(path).write_text("<html>"))
+    found = profiling.memory_artifacts(prof, tmp_path, "resnet18_fast", torch.device("cuda"), snapshot=True)
+    assert Path(found.snapshot) == tmp_path / "resnet18_fast_memory_snapshot.pickle" and Path(found.snapshot).exists()
+    assert "torch.cuda._memory_viz trace_plot" in found.view_snapshot and calls == [{"enabled": None}]
+    assert Path(found.timeline).exists()

@@ -54,6 +54,7 @@ def test_the_notebook_runs_top_to_bottom_on_a_cpu(tmp_path, monkeypatch):
     assert amp.splitlines()[0] in said[5] and 'class="diff"' in said[5]  # the report and its side-by-side diff
     assert "image/png" in {k for o in code[5].outputs for k in o.get("data", {})}  # its plot
     assert "trace(s) under" in said[6] and ".pt.trace.json" in said[6]
+    assert "<iframe srcdoc=" in said[6] and "Step time by what filled it" in said[6]  # the pair's page, inline
     doctor = next(reports.glob("doctor_my_train*.md")).read_text()
     assert doctor.splitlines()[0] in said[8]
     assert "make recipe-ddp needs 2" in said[9] and "cookbook-reports.zip" in said[10]

@@ -151,6 +151,8 @@ def test_checkpointing_pairs_pass_parity(smoke_run):
         par = comparison["workloads"][w]["parity"]
         assert par["ok"] and par["early_max_rel"] <= 0.001  # the same arithmetic, replayed
     md = (reports / "checkpointing.md").read_text()
+    # each twin asked for its allocator snapshot (MEMORY_SNAPSHOT): on a CPU, one line that says it needs CUDA
+    assert "- Notice: --memory-snapshot: the allocator's snapshot needs CUDA" in md
     assert md.count("**GFLOP per step (FlopCounterMode)**") == 2 and "checkpoint" in md
 
 

@@ -588,6 +588,14 @@ def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
                 lines.append(f"- {workload} {name}: `{env.shown_path(v.unread.trace)}`, not read: "
                              + ("`make finalize` reads it into the evidence" if Path(v.unread.trace).exists()
                                 else "it did not come back with the bundle"))
+    for workload, entry in comparison.workloads.items():
+        for name, v in _variants(entry):
+            mem = v.evidence.memory if v.evidence else None
+            if mem and mem.snapshot:
+                lines.append(f"- {workload} {name}: CUDA memory snapshot over the profiled steps "
+                             f"`{env.shown_path(mem.snapshot)}`; to view it: {mem.view_snapshot}")
+            if mem and mem.timeline:
+                lines.append(f"- {workload} {name}: memory timeline by category `{env.shown_path(mem.timeline)}`")
     lines += ["", "- TensorBoard: `make tensorboard`, then open http://127.0.0.1:6006/#pytorch_profiler",
               "- Perfetto: open https://ui.perfetto.dev and drop a `.pt.trace.json` file on it",
               f"- Nsight Systems (NVTX ranges per step and phase): `make nsys-{recipe}` where `nsys` is installed", "",

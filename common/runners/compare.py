@@ -201,6 +201,8 @@ def make_plan(argv) -> Plan:
     results_dir = launch.output_folder(reports_dir, recipe, *(["aa"] if args.aa else []))
     common_flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
     script_args = args.script_args + (["--profile-steps", "0"] if args.aa else [])  # an A/A needs no evidence
+    if getattr(settings, "MEMORY_SNAPSHOT", False) and not args.aa:  # the allocator's history (CUDA) beside each trace
+        script_args = script_args + ["--memory-snapshot"]
     return Plan(recipe=recipe, title=settings.TITLE, cuda=cuda, evidence=tuple(getattr(settings, "EVIDENCE", ())),
                 parity_rtol=args.parity_rtol, rounds=rounds, workloads=workloads,
                 script_flags={w: common_flags + data[catalog.workload_of(w)] + script_args for w in workloads},

@@ -7,6 +7,7 @@ MAIN = "resnet18"  # the headline pair (make tour): memory for compute on the co
 # let them drift slowly, hence a small window tolerance rather than zero.
 PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
 EVIDENCE = ("peak_mb", "gflop_per_step")  # activations dropped, then recomputed
+MEMORY_SNAPSHOT = True  # each twin's allocator history over its profiled steps (CUDA): where the activations went
 # Checkpointing trades compute for activation memory, so the pairs run where activations dominate:
 # the churn MLP at batch 4096 (about 120 MB of activations against 19 MB of weights, gradients and
 # Adam state); ResNet-18 at batch 128 on CUDA.
