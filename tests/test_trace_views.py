@@ -44,8 +44,32 @@ def test_gpu_figures_are_weighted_by_kernel_time():
               _x("b", "kernel", 50, 10, **{"blocks per SM": 4.0, "est. achieved occupancy %": 60})]
     g = trace_views.gpu_figures(events)
     assert g["gpu_utilization"] == pytest.approx(0.4)
-    assert g["sm_efficiency"] == pytest.approx((0.5 * 30 + 1.0 * 10) / 40)
+    assert g["sm_efficiency"] == pytest.approx((0.5 * 30 + 1.0 * 10) / 100)  # over the window: never above util
     assert g["achieved_occupancy"] == pytest.approx((0.2 * 30 + 0.6 * 10) / 40)
+
+
+def test_a_lagging_gpus_work_stays_with_the_step_that_launched_it_and_steps_never_overlap():
+    """The plugin's bounds: step 1's kernel runs past its CPU range (to 30 us) and step 2's after it."""
+    launch = lambda ts, c: _x("cudaLaunchKernel", "cuda_runtime", ts, 1, correlation=c)  # noqa: E731
+    events = [_x("ProfilerStep#1", "user_annotation", 0, 10), launch(2, 1),
+              {**_x("k1", "kernel", 5, 25, correlation=1, device=0, stream=7), "pid": 0, "tid": 7},
+              _x("ProfilerStep#2", "user_annotation", 12, 8), launch(14, 2),
+              {**_x("k2", "kernel", 30, 15, correlation=2, device=0, stream=7), "pid": 0, "tid": 7}]
+    rows = trace_views.breakdown(events)
+    assert [(r["start_us"], r["total_us"]) for r in rows] == [(0, 30), (30, 15)]
+    assert [r["kernel"] for r in rows] == [25, 15] and sum(r["total_us"] for r in rows) == 45
+    tl = trace_views.timeline(events, step=0)
+    assert tl["span_us"] == 30 and [e[2] for e in tl["rows"]["GPU 0 stream 7"]] == ["k1"]  # step 1's kernel only
+
+
+def test_the_tensor_core_reading_of_a_kernels_name():
+    yes = ["sm90_xmma_wgrad_implicit_gemm_bf16bf16_bf16f32", "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NNT",
+           "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn", "flash_fwd_kernel", "triton_tem_fused_mm_0"]
+    no = ["sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_ffma",
+          "void at::native::vectorized_elementwise_kernel",
+          "cask_plugin__5x_cudnn::xmma__5x_cudnn::init_device_workspace_kernel", "_INTERNAL_8a16816b_gemm_f32"]
+    assert all(trace_views.tensor_cores(n) for n in yes), [n for n in yes if not trace_views.tensor_cores(n)]
+    assert not any(trace_views.tensor_cores(n) for n in no), [n for n in no if trace_views.tensor_cores(n)]
 
 
 def test_the_memory_curve_follows_the_devices_allocator(tmp_path):
@@ -59,6 +83,9 @@ def test_the_memory_curve_follows_the_devices_allocator(tmp_path):
 def test_the_first_h100_runs_amp_trace_reads_as_a_busy_gpu():
     v = trace_views.read(H100 / "amp_resnet18_fast.pt.trace.json.gz")
     assert v["gpu"] and len(v["breakdown"]) == 5 and v["gpu_utilization"] > 0.9
+    assert v["sm_efficiency"] <= v["gpu_utilization"]
+    rows = v["breakdown"]
+    assert all(a["start_us"] + a["total_us"] <= b["start_us"] + 1e-6 for a, b in zip(rows, rows[1:]))  # no overlap
     assert 0 < v["sm_efficiency"] <= 1 and 0 < v["achieved_occupancy"] < 1 and v["memory"]
     for row in v["breakdown"]:
         assert abs(sum(row[k] for k in trace_views.KINDS) - row["total_us"]) < 1e-6 * row["total_us"]

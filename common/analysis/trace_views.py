@@ -47,6 +47,8 @@ def _length(spans) -> float:
 
 
 def kind_of(e: dict) -> str | None:
+    """The plugin's categories: CUDA driver launches (Triton's, Inductor's) count as runtime too, and NCCL's
+    kernels as kernels (the plugin split those into a communication category)."""
     cat, name = e.get("cat"), str(e.get("name", ""))
     if cat == "kernel":
         return "kernel"
@@ -56,28 +58,57 @@ def kind_of(e: dict) -> str | None:
         return "memset"
     if cat in LAUNCH_CATS:
         return "runtime"
-    if cat in ("cpu_op", "user_annotation", "python_function") and name.startswith("enumerate(DataLoader)"):
+    if cat in ("cpu_op", "user_annotation") and (name.startswith("enumerate(DataPipe)#") or (
+            name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__"))):
         return "data loading"
-    if cat == "cpu_op":
+    if cat == "cpu_op" or (cat == "user_annotation" and not name.startswith(STEP)):
         return "CPU op"
     return None
 
 
+GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def steps_of(events: list[dict]) -> list[dict]:
+    """The profiled steps, each {"name", "ts", "end"}, bounded as the plugin bounded them: a step ends at
+    the later of its CPU range's end and the end of the last GPU work its own launches (runtime or driver
+    calls inside its CPU range, matched by correlation id) started; it starts at the later of its CPU
+    range's start and the previous step's end, so steps never overlap and a lagging GPU's work stays with
+    the step that launched it. A trace without ProfilerStep ranges: one step over its CPU events."""
+    cpu = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") in ("user_annotation", "cpu_op")
+                  and str(e.get("name", "")).startswith(STEP)), key=lambda e: e["ts"])
+    if not cpu:
+        own = [e for e in events if e.get("ph") == "X" and e.get("cat") not in GPU_WORK]
+        if not own:
+            return []
+        lo = min(e["ts"] for e in own)
+        return [{"name": f"{STEP}0", "ts": lo, "end": max(e["ts"] + e.get("dur", 0) for e in own), "cpu_end": None}]
+    gpu_end = {}
+    for e in events:
+        if e.get("cat") in GPU_WORK and "correlation" in e.get("args", {}):
+            c = e["args"]["correlation"]
+            gpu_end[c] = max(gpu_end.get(c, 0), e["ts"] + e.get("dur", 0))
+    launches = sorted((e["ts"], e.get("args", {}).get("correlation")) for e in events
+                      if e.get("cat") in LAUNCH_CATS)
+    out, previous = [], None
+    for s in cpu:
+        lo, hi = s["ts"], s["ts"] + s.get("dur", 0)
+        last = max((gpu_end.get(c, 0) for t, c in launches if lo <= t <= hi), default=0)
+        start = lo if previous is None else max(lo, previous)
+        end = max(hi, last)
+        out.append({"name": s["name"], "ts": start, "end": end, "cpu_end": hi})
+        previous = end
+    return out
+
+
 def breakdown(events: list[dict]) -> list[dict]:
-    """Per profiled step (ProfilerStep# ranges; a trace without them: one step over its events), the
-    microseconds of each kind in KINDS, first come first counted, and the step's span."""
-    steps = sorted((e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith(STEP)),
-                   key=lambda e: e["ts"])
+    """Per profiled step (steps_of), the microseconds of each kind in KINDS, first come first counted,
+    and the step's span."""
     timed = [e for e in events if e.get("ph") == "X" and kind_of(e)]
-    if not steps and timed:
-        lo = min(e["ts"] for e in timed)
-        steps = [{"name": f"{STEP}0", "ts": lo, "dur": max(e["ts"] + e.get("dur", 0) for e in timed) - lo}]
     by_kind = {k: _merged([(e["ts"], e["ts"] + e.get("dur", 0)) for e in timed if kind_of(e) == k]) for k in KINDS}
     out = []
-    for s in steps:
-        lo, hi = s["ts"], s["ts"] + s.get("dur", 0)
-        if any(kind_of(e) in ("kernel", "memcpy", "memset") for e in timed):  # GPU work may end after the CPU's step
-            hi = max([hi] + [b for k in ("kernel", "memcpy", "memset") for a, b in by_kind[k] if lo <= a < hi])
+    for s in steps_of(events):
+        lo, hi = s["ts"], s["end"]
         taken, row = [], {"step": s["name"][len(STEP):], "start_us": lo, "total_us": hi - lo}
         for k in KINDS[:-1]:
             mine = _less(_clip(by_kind[k], lo, hi), taken)
@@ -88,29 +119,46 @@ def breakdown(events: list[dict]) -> list[dict]:
     return out
 
 
+def window(events: list[dict]) -> tuple[float, float] | None:
+    """The profiled steps' span: the first step's start to the last step's end."""
+    steps = steps_of(events)
+    return (steps[0]["ts"], steps[-1]["end"]) if steps else None
+
+
 def gpu_figures(events: list[dict]) -> dict:
-    """GPU utilization (the share of the profiled span with a kernel running) and, where the trace
-    records them (CUDA's activity API), the kernels' SM efficiency and achieved occupancy, weighted by
-    kernel time; None for what the trace lacks (a CPU trace lacks all)."""
+    """The plugin's three GPU figures over the profiled steps' window (None for what the trace lacks: a CPU
+    trace lacks all): GPU utilization, the window's share with a kernel running; estimated SM efficiency,
+    the window's mean of min(1, the blocks per SM of the kernels running at once), so never above the
+    utilization; estimated achieved occupancy, the kernels' own, weighted by their time. One GPU's: the
+    first device's kernels."""
     kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
-    if not kernels:
+    span = window(events)
+    if not kernels or not span:
         return {"gpu_utilization": None, "sm_efficiency": None, "achieved_occupancy": None}
-    span = breakdown(events)
-    total = sum(r["total_us"] for r in span)
-    busy = sum(r["kernel"] for r in span)
-
-    def weighted(key, scale=1.0):  # over the kernels that record it, by their time
-        pairs = [(e["args"][key] * scale, e.get("dur", 0)) for e in kernels if key in e.get("args", {})]
-        time = sum(d for _, d in pairs)
-        return sum(v * d for v, d in pairs) / time if time else None
-
-    sm = [(min(e["args"]["blocks per SM"], 1.0), e.get("dur", 0))
-          for e in kernels if "blocks per SM" in e.get("args", {})]
-    sm_time = sum(d for _, d in sm)
-    return {"gpu_utilization": busy / total if total else None,
-            # the plugin's estimate: a kernel of fewer blocks than SMs leaves the rest idle while it runs
-            "sm_efficiency": sum(v * d for v, d in sm) / sm_time if sm_time else None,
-            "achieved_occupancy": weighted("est. achieved occupancy %", 1 / 100)}
+    device = kernels[0].get("args", {}).get("device")
+    lo, hi = span
+    kernels = [e for e in kernels if e.get("args", {}).get("device") == device
+               and e["ts"] < hi and e["ts"] + e.get("dur", 0) > lo]
+    if not kernels or hi <= lo:
+        return {"gpu_utilization": None, "sm_efficiency": None, "achieved_occupancy": None}
+    clipped = [(max(e["ts"], lo), min(e["ts"] + e.get("dur", 0), hi), e.get("args", {})) for e in kernels]
+    busy = _length(_merged([(a, b) for a, b, _ in clipped]))
+    edges = []  # the blocks per SM running at each instant: +bps at a kernel's start, -bps at its end
+    for a, b, args in clipped:
+        bps = args.get("blocks per SM", 0) or 0
+        if bps > 0:
+            edges += [(a, bps), (b, -bps)]
+    covered, level, last = 0.0, 0.0, None
+    for t, d in sorted(edges):
+        if last is not None:
+            covered += min(1.0, level) * (t - last)
+        level, last = level + d, t
+    timed = [(args["est. achieved occupancy %"] / 100, b - a) for a, b, args in clipped
+             if "est. achieved occupancy %" in args]
+    occupancy_time = sum(d for _, d in timed)
+    return {"gpu_utilization": busy / (hi - lo),
+            "sm_efficiency": covered / (hi - lo) if edges else None,
+            "achieved_occupancy": sum(v * d for v, d in timed) / occupancy_time if occupancy_time else None}
 
 
 def memory_curve(trace: dict) -> list[tuple[float, float]]:
@@ -127,16 +175,21 @@ def memory_curve(trace: dict) -> list[tuple[float, float]]:
     return sorted(points[gpu[0] if gpu else 0])
 
 
-MMA = ("hmma", "wgmma", "xmma", "tensorop", "16816", "1688", "884")  # tensor-core instructions in a kernel's name
-MATMUL = ("gemm", "cutlass", "sm90_", "sm80_")  # a library matmul, on the tensor cores when its dtype is 16-bit or TF32
+# read from a kernel's name (the trace does not record it): tensor-core instructions or libraries that only use
+# them; a library matmul on 16-bit or TF32 data; never an FP32-core (ffma, simt) or bookkeeping kernel
+MMA = ("hmma", "wgmma", "xmma", "tensorop", "wmma", "s16816", "s1688", "h16816", "h1688", "h884", "s884", "i8816",
+       "nvjet", "flash_", "fmha", "sdpa", "cutlass3x")
+MATMUL = ("gemm", "cutlass", "sm90_", "sm80_", "triton_tem")
 LOW = ("f16", "bf16", "tf32", "h16")
+NOT = ("ffma", "simt", "init_device_workspace", "splitkreduce")
 
 
 def tensor_cores(name: str) -> bool:
-    """Whether a kernel's name says it ran on the tensor cores (the plugin's rule was a list of names; the
-    trace itself does not record it, so this is a reading of the name)."""
     low = name.lower()
-    return any(k in low for k in MMA) or (any(k in low for k in MATMUL) and any(t in low for t in LOW))
+    if any(k in low for k in NOT):
+        return False
+    return (any(k in low for k in MMA) or (any(k in low for k in MATMUL) and any(t in low for t in LOW))
+            or ("triton_tem" in low and "mm" in low))
 
 
 def op_table(events: list[dict], steps: int) -> list[dict]:
@@ -193,11 +246,11 @@ def kernel_table(events: list[dict], steps: int) -> list[dict]:
         r["calls"] += 1
         r["total"] += e.get("dur", 0)
         args = e.get("args", {})
-        if "blocks per SM" in args:
-            r["blocks"].append(args["blocks per SM"])
+        if "blocks per SM" in args:  # weighted by the call's time, as the plugin's means were
+            r["blocks"].append((args["blocks per SM"], e.get("dur", 0)))
         if "est. achieved occupancy %" in args:
-            r["occupancy"].append(args["est. achieved occupancy %"])
-    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+            r["occupancy"].append((args["est. achieved occupancy %"], e.get("dur", 0)))
+    mean = lambda xs: sum(v * d for v, d in xs) / sum(d for _, d in xs) if sum(d for _, d in xs) else None  # noqa: E731
     return sorted(({"name": r["name"], "calls": r["calls"] / steps, "total": r["total"] / steps,
                     "mean": r["total"] / r["calls"], "blocks_per_sm": mean(r["blocks"]),
                     "occupancy": mean(r["occupancy"]), "tensor_cores": tensor_cores(r["name"])}
@@ -209,8 +262,9 @@ COMM = ("nccl", "gloo", "allreduce", "all_reduce", "reducescatter", "allgather")
 
 def overlap(events: list[dict]) -> dict | None:
     """Data-parallel runs: the GPU's compute kernels against its communication kernels (NCCL's), and the
-    time both ran at once, in microseconds over the profiled steps; None without communication kernels."""
-    kernels = [e for e in events if e.get("cat") == "kernel"]
+    time both ran at once, in microseconds over the profiled steps' window; None without communication."""
+    span = window(events)
+    kernels = [e for e in events if e.get("cat") == "kernel" and span and span[0] <= e["ts"] < span[1]]
     comm = _merged([(e["ts"], e["ts"] + e.get("dur", 0)) for e in kernels if any(c in e["name"].lower() for c in COMM)])
     if not comm:
         return None
@@ -221,28 +275,29 @@ def overlap(events: list[dict]) -> dict | None:
 
 
 def timeline(events: list[dict], step: int = 0, most: int = 4000) -> dict:
-    """One profiled step's events for the page's timeline: rows by process and thread (a GPU's by
-    stream), each event as [start us from the step's start, duration, name, kind], the longest kept where
-    there are more than `most`."""
-    steps = sorted((e for e in events if str(e.get("name", "")).startswith(STEP)), key=lambda e: e["ts"])
-    if steps:
-        s = steps[min(step, len(steps) - 1)]
-        lo, hi = s["ts"], s["ts"] + s.get("dur", 0)
-        gpu_end = [e["ts"] + e.get("dur", 0) for e in events if e.get("cat") in GPU_CATS and lo <= e["ts"] < hi]
-        hi = max([hi] + gpu_end)
-    else:
-        lo = min((e["ts"] for e in events), default=0)
-        hi = max((e["ts"] + e.get("dur", 0) for e in events), default=0)
-    inside = [e for e in events if e["ts"] < hi and e["ts"] + e.get("dur", 0) > lo and e.get("cat") != "Trace"]
-    inside = sorted(inside, key=lambda e: -e.get("dur", 0))[:most]
-    rows: dict[str, list] = {}
-    for e in inside:
+    """One profiled step's events for the page's timeline (steps_of's bounds): rows by process and thread
+    on the CPU, by device and stream on the GPU, each event as [start us from the step's start, duration,
+    name, kind]; the longest `most` where there are more, and how many there were."""
+    steps = steps_of(events)
+    if not steps:
+        return {"span_us": 0.0, "rows": {}, "shown": 0, "of": 0}
+    s = steps[min(step, len(steps) - 1)]
+    lo, hi = s["ts"], s["end"]
+    inside = [e for e in events if e.get("ph") == "X" and e["ts"] < hi and e["ts"] + e.get("dur", 0) > lo
+              and e.get("cat") != "Trace"]
+    shown = sorted(inside, key=lambda e: -e.get("dur", 0))[:most]
+    rows: dict[tuple, list] = {}
+    for e in shown:
         args = e.get("args", {})
-        where = (f"GPU stream {args['stream']}" if e.get("cat") in GPU_CATS and "stream" in args
-                 else f"CPU thread {e.get('tid')}")
-        rows.setdefault(where, []).append([round(e["ts"] - lo, 3), round(e.get("dur", 0), 3), str(e.get("name", "")),
-                                           kind_of(e) or str(e.get("cat", ""))])
-    return {"span_us": hi - lo, "rows": {k: sorted(v) for k, v in sorted(rows.items())}}
+        gpu = e.get("cat") in GPU_WORK or e.get("cat") == "gpu_user_annotation"
+        where = ((0, args.get("device", e.get("pid")), args.get("stream", e.get("tid"))) if gpu
+                 else (1, e.get("pid"), e.get("tid")))
+        rows.setdefault(where, []).append([round(e["ts"] - lo, 3), round(e.get("dur", 0), 3),
+                                           str(e.get("name", "")), kind_of(e) or str(e.get("cat", ""))])
+    label = lambda k: (f"GPU {k[1]} stream {k[2]}" if k[0] == 0 else f"CPU {k[1]} thread {k[2]}")  # noqa: E731
+    ordered = sorted(rows, key=lambda k: (k[0], str(k[1]), int(k[2]) if str(k[2]).isdigit() else 0, str(k[2])))
+    return {"span_us": hi - lo, "rows": {label(k): sorted(rows[k]) for k in ordered}, "shown": len(shown),
+            "of": len(inside)}
 
 
 def read(trace_path) -> dict:

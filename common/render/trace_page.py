@@ -128,16 +128,24 @@ def op_table_html(ops: list[dict], ident: str) -> str:
             f"<p class=note>Per profiled step; the {TOP_OPS} operators with the most device (then host) self time.</p>")
 
 
+def _num(value, text: str) -> str:
+    """A numeric cell that sorts by its value, not its text (thousands separators, "-")."""
+    return f"<td class=n data-v={value if value is not None else -1}>{text}</td>"
+
+
 def kernel_table_html(kernels: list[dict]) -> str:
     if not kernels:
         return "<p class=note>No GPU kernels in this trace (a CPU run).</p>"
     head = ("<tr><th>kernel</th><th>calls/step</th><th>us/step</th><th>mean us</th><th>blocks per SM</th>"
             "<th>est. achieved occupancy %</th><th>tensor cores (by name)</th></tr>")
-    rows = "".join(f"<tr><td>{html.escape(k['name'][:110])}</td><td class=n>{k['calls']:.1f}</td>"
-                   f"<td class=n>{k['total']:,.1f}</td><td class=n>{k['mean']:,.2f}</td>"
-                   f"<td class=n>{_us(k['blocks_per_sm'])}</td><td class=n>{_us(k['occupancy'])}</td>"
-                   f"<td>{'yes' if k['tensor_cores'] else 'no'}</td></tr>" for k in kernels[:TOP_KERNELS])
-    return f"<div class=tbl><table><thead>{head}</thead><tbody>{rows}</tbody></table></div>"
+    rows = "".join(
+        "<tr><td>" + html.escape(k["name"][:110]) + "</td>" + _num(k["calls"], f"{k['calls']:.1f}")
+        + _num(k["total"], f"{k['total']:,.1f}") + _num(k["mean"], f"{k['mean']:,.2f}")
+        + _num(k["blocks_per_sm"], _us(k["blocks_per_sm"])) + _num(k["occupancy"], _us(k["occupancy"]))
+        + f"<td>{'yes' if k['tensor_cores'] else 'no'}</td></tr>" for k in kernels[:TOP_KERNELS])
+    return (f"<div class=tbl><table><thead>{head}</thead><tbody>{rows}</tbody></table></div>"
+            "<p class=note>Means weighted by each call's time; tensor cores as the kernel's name says (the trace "
+            "does not record it).</p>")
 
 
 def timeline_svg(tl: dict) -> str:
@@ -157,8 +165,9 @@ def timeline_svg(tl: dict) -> str:
             parts.append(f'<rect x="{start * scale:.3f}" y="{y + 12}" width="{max(dur * scale, 0.05):.3f}" '
                          f'height="{lane - 2}" fill="{color}" opacity="0.85"><title>{html.escape(name[:120])}: '
                          f'{dur:,.1f} us at {start:,.1f}</title></rect>')
-    return "".join(parts) + (f"</svg><p class=note>One step, {tl['span_us'] / 1000:.2f} ms: the mouse wheel zooms, "
-                             "a drag pans; hover for names.</p>")
+    return "".join(parts) + (f"</svg><p class=note>One step, {tl['span_us'] / 1000:.2f} ms, {tl['shown']} of its "
+                             f"{tl['of']} events (the longest): the mouse wheel zooms, a drag pans; hover for "
+                             "names.</p>")
 
 
 def column(label: str, trace: Path, ident: str, v: dict, longest: float) -> str:
@@ -187,9 +196,12 @@ def render(traces: list[tuple[str, Path]], title: str) -> str:
     return (f"<!doctype html><html><head><meta charset=utf-8><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
             "<p class=note>Read from the profiler's trace by the cookbook (common/render/trace_page.py): the views "
-            "TensorBoard's profiler plugin gave, in one page that needs no network. Each step's time counts once, "
-            "for the first of: a kernel, a memcpy, a memset, a CUDA runtime call, the data loader, another CPU op; "
-            "the rest is other (Python between ops, idle).</p>"
+            "TensorBoard's profiler plugin gave, in one page that needs no network. A step runs from its CPU range "
+            "to the end of the GPU work it launched (the plugin's bounds); each instant of it counts once, for the "
+            "first of: a kernel, a memcpy, a memset, a CUDA runtime or driver call, the data loader, another CPU op "
+            "or annotated range; the rest is other (Python between ops, idle). Unlike the plugin, NCCL's kernels "
+            "count as kernels (their overlap with compute is shown apart) and Triton's driver launches as "
+            "runtime.</p>"
             f"<div class=cols>{cols}</div><script>{SCRIPT}</script></body></html>")
 
 
