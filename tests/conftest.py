@@ -87,8 +87,9 @@ def simulated_for(recipe: str) -> dict | None:
 SUITE_PAIRS = {"cold_start": ["resnet18_cache"], "compile": ["churn_serving", "resnet18"]}
 # Flags a recipe's smoke run adds, and why: the one-option DDP recipes' tests read their all-reduce counts
 # and digests, which the counting hook gives, not the profiler (ddp's own run profiles its ranks)
+# (and cold_start's, whose tests read its first steps, caches and break-even: none of them a trace)
 SUITE_FLAGS = {r: ["--", "--profile-steps", "0"] for r in ("ddp_buckets", "ddp_bucket_view", "ddp_unused",
-                                                           "ddp_static_graph")}
+                                                           "ddp_static_graph", "cold_start")}
 
 
 def suite_pairs(recipe: str) -> list[str]:
