@@ -132,7 +132,8 @@ traces: $(SETUP) ## every profiled run's page (one self-contained HTML file besi
 tensorboard: $(SETUP) ## serve reports/local/traces on http://127.0.0.1:6006 (HOST=, PORT= to change)
 	$(PY) -m common.render.tensorboard --host $(HOST) --port $(PORT)
 
-# the files that hold timing tests (marked alone): the second run collects these only
+# the files that hold timing tests (marked alone): the second run collects these only, with no fork server
+# (COOKBOOK_ZYGOTE=0: they time steps in their own process, and the server's start is 14 s of Inductor's warm-up)
 ALONE_FILES = $(shell grep -l "mark.alone" tests/test_*.py)
 
 # the trace page's test opens it in headless Chromium with the network off: Debian's package, where the machine
@@ -145,7 +146,7 @@ browser:
 test: $(SETUP) browser ## lint (ruff), then the CPU test suite on every core, then the timing tests alone, as CI runs it
 	@$(TIMED) $(PY) -m ruff check . && \
 	$(PY) -m pytest -q -n auto --dist loadgroup -m "not alone" --durations=15 && \
-	$(PY) -m pytest -q -m alone --durations=5 $(ALONE_FILES)
+	COOKBOOK_ZYGOTE=0 $(PY) -m pytest -q -m alone --durations=5 $(ALONE_FILES)
 
 clean: ## delete every local run's reports (reports/local/), results, traces and cached ceilings (committed reports stay)
 	rm -rf reports/local reports/results reports/traces
