@@ -285,7 +285,7 @@ def of_events(events, n: int, cuda: bool, ceilings: Ceilings | None, tf32=(False
                 stack = stacks.get(id(launch), [])
                 key = stack[-1]["name"] if stack else launch.get("name", "?")
                 unmodelled[key] = unmodelled.get(key, 0.0) + us
-        busy_us = _union_us(spans)
+        busy_us = traces.union_length(spans)
     else:  # a CPU's busy time: the top-level ops' spans; what no modelled op covers is not modelled
         covered = {}  # a top-level op -> the time of the modelled ops inside it
         for e in ops:
@@ -314,13 +314,3 @@ def of_events(events, n: int, cuda: bool, ceilings: Ceilings | None, tf32=(False
                     ceilings=ceilings)
 
 
-def _union_us(intervals) -> float:
-    total, end = 0.0, float("-inf")
-    for s, e in sorted(intervals):
-        if s > end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total

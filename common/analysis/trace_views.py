@@ -6,20 +6,10 @@ and the memory curve. The page that shows them: common/render/trace_page.py.
 The split follows the plugin's rule: each instant of a step counts once, for the first of, in order,
 a kernel on the GPU, a memcpy, a memset, a CUDA runtime call, the data loader, any other op on the
 CPU; what is left is "other" (Python between ops, idle)."""
-from common.analysis.traces import GPU_CATS, LAUNCH_CATS, read_trace
+from common.analysis.traces import GPU_CATS, LAUNCH_CATS, read_trace, union, union_length
 
 KINDS = ("kernel", "memcpy", "memset", "runtime", "data loading", "CPU op", "other")
 STEP = "ProfilerStep#"
-
-
-def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
 
 
 def _clip(spans, lo, hi):
@@ -40,10 +30,6 @@ def _less(spans, taken):
         if cur < b:
             out.append((cur, b))
     return out
-
-
-def _length(spans) -> float:
-    return sum(b - a for a, b in spans)
 
 
 def kind_of(e: dict) -> str | None:
@@ -105,16 +91,16 @@ def breakdown(events: list[dict]) -> list[dict]:
     """Per profiled step (steps_of), the microseconds of each kind in KINDS, first come first counted,
     and the step's span."""
     timed = [e for e in events if e.get("ph") == "X" and kind_of(e)]
-    by_kind = {k: _merged([(e["ts"], e["ts"] + e.get("dur", 0)) for e in timed if kind_of(e) == k]) for k in KINDS}
+    by_kind = {k: union([(e["ts"], e["ts"] + e.get("dur", 0)) for e in timed if kind_of(e) == k]) for k in KINDS}
     out = []
     for s in steps_of(events):
         lo, hi = s["ts"], s["end"]
         taken, row = [], {"step": s["name"][len(STEP):], "start_us": lo, "total_us": hi - lo}
         for k in KINDS[:-1]:
             mine = _less(_clip(by_kind[k], lo, hi), taken)
-            row[k] = _length(mine)
-            taken = _merged(taken + mine)
-        row["other"] = max(0.0, (hi - lo) - _length(taken))
+            row[k] = union_length(mine)
+            taken = union(taken + mine)
+        row["other"] = max(0.0, (hi - lo) - union_length(taken))
         out.append(row)
     return out
 
@@ -142,7 +128,7 @@ def gpu_figures(events: list[dict]) -> dict:
     if not kernels or hi <= lo:
         return {"gpu_utilization": None, "sm_efficiency": None, "achieved_occupancy": None}
     clipped = [(max(e["ts"], lo), min(e["ts"] + e.get("dur", 0), hi), e.get("args", {})) for e in kernels]
-    busy = _length(_merged([(a, b) for a, b, _ in clipped]))
+    busy = union_length(union([(a, b) for a, b, _ in clipped]))
     edges = []  # the blocks per SM running at each instant: +bps at a kernel's start, -bps at its end
     for a, b, args in clipped:
         bps = args.get("blocks per SM", 0) or 0
@@ -265,13 +251,13 @@ def overlap(events: list[dict]) -> dict | None:
     time both ran at once, in microseconds over the profiled steps' window; None without communication."""
     span = window(events)
     kernels = [e for e in events if e.get("cat") == "kernel" and span and span[0] <= e["ts"] < span[1]]
-    comm = _merged([(e["ts"], e["ts"] + e.get("dur", 0)) for e in kernels if any(c in e["name"].lower() for c in COMM)])
+    comm = union([(e["ts"], e["ts"] + e.get("dur", 0)) for e in kernels if any(c in e["name"].lower() for c in COMM)])
     if not comm:
         return None
-    compute = _merged([(e["ts"], e["ts"] + e.get("dur", 0)) for e in kernels
+    compute = union([(e["ts"], e["ts"] + e.get("dur", 0)) for e in kernels
                        if not any(c in e["name"].lower() for c in COMM)])
-    both = _length(comm) - _length(_less(comm, compute))
-    return {"compute_us": _length(compute), "communication_us": _length(comm), "overlapped_us": both}
+    both = union_length(comm) - union_length(_less(comm, compute))
+    return {"compute_us": union_length(compute), "communication_us": union_length(comm), "overlapped_us": both}
 
 
 def timeline(events: list[dict], step: int = 0, most: int = 4000) -> dict:

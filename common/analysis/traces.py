@@ -8,6 +8,21 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")  # cudaLaunchKernel, and cuLaunchKernel (Triton, Inductor, cuBLASLt)
 
 
+def union(intervals) -> list[tuple[float, float]]:
+    """Sorted, disjoint intervals covering the same time."""
+    out = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def union_length(intervals) -> float:
+    return sum(e - s for s, e in union(intervals))
+
+
 def read_trace(trace_path) -> dict:
     path = Path(trace_path)
     if path.suffix == ".gz":

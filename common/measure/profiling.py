@@ -15,7 +15,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from common.analysis.results import KindRow, KindView, MemoryArtifacts, OpRow, OpView, OpViews
-from common.analysis.traces import GPU_CATS, LAUNCH_CATS, read_trace
+from common.analysis.traces import GPU_CATS, LAUNCH_CATS, read_trace, union, union_length
 from common.env import rank_world
 from common.measure import memory
 
@@ -126,10 +126,6 @@ def op_views(averages, device: torch.device, steps: int, exclude: set[str]) -> O
     )
 
 
-def _union_length(intervals):
-    return sum(e - s for s, e in _union(intervals))
-
-
 def _inside(e, r) -> bool:
     return e.get("tid") == r.get("tid") and r["ts"] <= e["ts"] and e["ts"] + e.get("dur", 0) <= r["ts"] + r["dur"]
 
@@ -189,17 +185,6 @@ def phase_evidence(events, n: int, phases, cuda: bool) -> dict:
     return out
 
 
-def _union(intervals) -> list[tuple[float, float]]:
-    """Sorted, disjoint intervals covering the same time."""
-    out = []
-    for s, e in sorted(intervals):
-        if out and s <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], e))
-        else:
-            out.append((s, e))
-    return out
-
-
 def _gaps(busy, start, end) -> list[tuple[float, float]]:
     """The stretches of [start, end] that the union `busy` leaves uncovered."""
     out, t = [], start
@@ -226,7 +211,7 @@ def _overlap(a, b) -> float:
 
 
 def _per_step_ms(intervals, n) -> float:
-    return _union_length(intervals) / 1000 / n
+    return union_length(intervals) / 1000 / n
 
 
 def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
@@ -263,10 +248,10 @@ def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
         whole = max(end - start, 1e-9)
         # host overhead: the GPU idle while the host is neither waiting for data nor blocked in a
         # sync, so busy with its own work (Python, ops, launches): what CUDA graphs and compile cut
-        waiting = _union(span([e for e in events if e.get("cat") == "user_annotation" and e.get("name") == "data"]
+        waiting = union(span([e for e in events if e.get("cat") == "user_annotation" and e.get("name") == "data"]
                               + sync_calls + sync_ops))
         host_busy = _gaps(waiting, start, end)
-        idle = _gaps(_union(gpu), start, end)
+        idle = _gaps(union(gpu), start, end)
         # a sync is a scalar read of a device tensor (which blocks inside it) or a sync call made on
         # its own; a read's own sync call is not counted twice
         alone = [c for c in sync_calls if not any(_inside(c, r) for r in sync_ops)]
@@ -277,8 +262,8 @@ def trace_evidence(trace_path: Path, device: torch.device, phases=()) -> dict:
             sync_ms_per_step=_per_step_ms(span(sync_calls + sync_ops), n),
             kernels_per_step=count("kernel") / n,
             memcpy_per_step=count("gpu_memcpy") / n,
-            gpu_idle_share=max(0.0, 1.0 - _union_length(gpu) / whole),
-            gpu_busy_ms_per_step=_union_length(gpu) / 1000 / n,
+            gpu_idle_share=max(0.0, 1.0 - union_length(gpu) / whole),
+            gpu_busy_ms_per_step=union_length(gpu) / 1000 / n,
             profiled_step_ms=whole / 1000 / n,  # from the first step's start to the GPU's last work
             idle_host_busy_ms_per_step=_overlap(idle, host_busy) / 1000 / n,
             launch_ms_per_step=_per_step_ms(span(e for e in events if e.get("cat") in LAUNCH_CATS
