@@ -260,3 +260,16 @@ def test_more_one_time_work_and_steps_that_do_not_differ_is_said_as_no_break_eve
     assert b.case == "pays after" and b.steps is None
     said = coldstart.words(b)
     assert said.startswith("the fast twin has") and "no break-even at these processes" in said
+
+
+@pytest.mark.parametrize("profile, name, cc, cuda", [("T4", "Tesla T4", (7, 5), "12.6"),
+                                                     ("H100", "NVIDIA H100 80GB HBM3", (9, 0), "13.0")])
+def test_a_gpus_artefacts_are_keyed_on_its_name_architecture_and_cuda(monkeypatch, profile, name, cc, cuda):
+    """built_for's CUDA branch on this CPU, through stand-ins for the device a T4 and an H100 report."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: cc)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    target = compile_cache.built_for(torch.device("cuda"))["target"]
+    assert target == f"{name} sm_{cc[0]}{cc[1]} CUDA {cuda}"

@@ -100,7 +100,9 @@ def test_no_half_precision_choice_rests_on_is_bf16_supported():
     assert users == []
     for script in ("recipes/amp/churn_fast.py", "recipes/amp/resnet18_fast.py", "recipes/compile/resnet18_slow.py",
                    "recipes/compile/resnet18_fast.py", "recipes/compile/resnet18_fusion_slow.py",
-                   "recipes/compile/resnet18_fusion_fast.py"):
+                   "recipes/compile/resnet18_fusion_fast.py",
+                   *(f"recipes/cold_start/resnet18_{p}_{v}.py" for p in ("regional", "cache") for v in ("slow",
+                                                                                                      "fast"))):
         text = (REPO / script).read_text()
         assert "run.profile.amp_dtype" in text and "dtype=torch.bfloat16" not in text, script
 
