@@ -345,6 +345,7 @@ class Evidence(Record):
     # every op's time per step (GPU: its kernels'), and every kernel's, by name: for the trace diff
     op_ms: dict[str, float] = field(default_factory=dict)
     kernel_ms: dict[str, float] = field(default_factory=dict)
+    page: str | None = None  # the trace's own HTML page, beside it (common.render.trace_page)
 
 
 @dataclass

@@ -180,7 +180,8 @@ def tensor_cores(name: str) -> bool:
 
 def op_table(events: list[dict], steps: int) -> list[dict]:
     """Per operator (and input shapes, where the trace recorded them): calls, host self and total time,
-    device self and total time (the kernels its launches ran), each per step in microseconds."""
+    device self and total time (the kernels its launches ran), each per step in microseconds. Host self
+    time is the plugin's: less the ops it called and its own CUDA runtime calls (launches, syncs)."""
     from common.analysis.traces import enclosing
 
     ops = [e for e in events if e.get("cat") == "cpu_op"]
@@ -209,7 +210,10 @@ def op_table(events: list[dict], steps: int) -> list[dict]:
             continue
         device = sum(by_corr.get(e.get("args", {}).get("correlation"), []))
         stack = around.get(id(e), [])
-        if not device or not stack:
+        if not stack:
+            continue
+        row(stack[-1])["host_self"] -= e.get("dur", 0)
+        if not device:
             continue
         row(stack[-1])["device_self"] += device
         for op in {id(o): o for o in stack}.values():
@@ -260,10 +264,21 @@ def overlap(events: list[dict]) -> dict | None:
     return {"compute_us": union_length(compute), "communication_us": union_length(comm), "overlapped_us": both}
 
 
+def _depths(row: list[list]) -> None:
+    """Each event's nesting depth in its row (an op inside another op, a kernel under its annotation),
+    appended to it: [start, duration, name, kind, depth]."""
+    open_ends: list[float] = []
+    for e in sorted(row, key=lambda e: (e[0], -e[1])):
+        while open_ends and open_ends[-1] <= e[0]:
+            open_ends.pop()
+        e.append(len(open_ends))
+        open_ends.append(e[0] + e[1])
+
+
 def timeline(events: list[dict], step: int = 0, most: int = 4000) -> dict:
     """One profiled step's events for the page's timeline (steps_of's bounds): rows by process and thread
     on the CPU, by device and stream on the GPU, each event as [start us from the step's start, duration,
-    name, kind]; the longest `most` where there are more, and how many there were."""
+    name, kind, nesting depth]; the longest `most` where there are more, and how many there were."""
     steps = steps_of(events)
     if not steps:
         return {"span_us": 0.0, "rows": {}, "shown": 0, "of": 0}
@@ -282,6 +297,8 @@ def timeline(events: list[dict], step: int = 0, most: int = 4000) -> dict:
                                            str(e.get("name", "")), kind_of(e) or str(e.get("cat", ""))])
     label = lambda k: (f"GPU {k[1]} stream {k[2]}" if k[0] == 0 else f"CPU {k[1]} thread {k[2]}")  # noqa: E731
     ordered = sorted(rows, key=lambda k: (k[0], str(k[1]), int(k[2]) if str(k[2]).isdigit() else 0, str(k[2])))
+    for k in ordered:
+        _depths(rows[k])
     return {"span_us": hi - lo, "rows": {label(k): sorted(rows[k]) for k in ordered}, "shown": len(shown),
             "of": len(inside)}
 

@@ -22,6 +22,7 @@ from common.measure import ceiling, cpu_time, hta, memory, tf32, trainstate
 from common.measure.nvtx import Ranges, kernel_window
 from common.measure.profiling import mark_rank, memory_artifacts, op_views, profiler, trace_evidence
 from common.measure.timing import DataTimer, PhaseTimer, StepTimer, synchronize
+from common.render import trace_page
 
 PHASES = ("data", "copy", "forward", "backward", "optimizer")  # "copy": host-to-device, where a script has one
 
@@ -195,15 +196,16 @@ def unread(prof, device: torch.device, steps: int | None, optimizers=()) -> Unre
 def read_trace(u: UnreadTrace) -> Evidence:
     """The evidence of a profiled window, from its trace and what its process recorded: the trace's
     counts and times, the seed's op views, HTA's reading, each op against the device's ceilings (the
-    roofline; the optimizers' parameters size its foreach and fused ops) and each kernel's time. The
-    same on any machine, so a trace read after its run gives what the run would have written."""
+    roofline; the optimizers' parameters size its foreach and fused ops) and each kernel's time; and
+    writes the trace's page beside it (common.render.trace_page). The same on any machine, so a trace
+    read after its run gives what the run would have written."""
     device = torch.device(u.device)  # a type only: no CUDA is touched
     found = trace_evidence(u.trace, device, PHASES)
     found["phases"] = {p: PhaseEvidence(**v) for p, v in found["phases"].items()}
     events, traced = traces.profiled(u.trace)
     roof = roofline.of_events(events, traced, device.type == "cuda", u.ceilings, tuple(u.tf32), u.params)
     return Evidence(trace=u.trace, **found, views=u.views, memory=u.memory, hta=hta.read(u.trace, device),
-                    roofline=roof, kernel_ms=roofline.kernel_ms(events, traced))
+                    roofline=roof, kernel_ms=roofline.kernel_ms(events, traced), page=trace_page.beside(u.trace))
 
 
 def counted(feed: Callable, recorded_flops: float | None) -> Stage:

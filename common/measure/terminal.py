@@ -37,6 +37,8 @@ def summary(r: RunResult, out: Path) -> str:
         lines.append(f"  evidence   syncs/step {ev.syncs_per_step:.1f}  kernels/step {fmt(ev.kernels_per_step, '.0f')}"
                      f"  ops/step {ev.ops_per_step:.0f}  GPU idle {fmt(ev.gpu_idle_share, '.0%')}")
         lines.append(f"  trace      {ev.trace}")
+        if ev.page:
+            lines.append(f"  page       {ev.page} (its views in a browser, no network needed)")
     lines += [f"  result     {out}"] + [f"  notice     {n}" for n in r.notices]
     lines += [f"  WARNING    {w}" for w in r.warnings]
     return "\n".join(lines)

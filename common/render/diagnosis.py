@@ -166,6 +166,8 @@ def phase_sections(result: RunResult, a: Diagnosis) -> list[str]:
     lines += ["", "## Memory and traces", ""]
     if ev:
         lines.append(f"- Timeline trace: `{env.shown_path(ev.trace)}` (`make tensorboard`, or drop it on https://ui.perfetto.dev)")
+    if ev and ev.page:
+        lines.append(f"- Its views in one page that needs no network: `{env.shown_path(ev.page)}`")
     if mem and mem.timeline:
         lines.append(f"- The profiler's memory timeline: `{env.shown_path(mem.timeline)}` (open in a browser)")
     if mem and mem.snapshot:

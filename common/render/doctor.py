@@ -186,6 +186,9 @@ def render_markdown(obs: Observation, v: DoctorVerdict, figures: dict[str, Figur
               f"autotuning, lazy set-up, and whatever the script does first, an evaluation say): "
               f"{fmt(t.first_step_s, '.2f')} s; "
               f"warm-up {t.warmup_s:.2f} s in all",
+              *([f"- The profiled steps' views (step breakdown, operator and kernel tables, memory, a timeline) "
+                 f"in one page that needs no network: `{env.shown_path(r.evidence.page)}`"]
+                if r.evidence and r.evidence.page else []),
               "- TensorBoard: `make tensorboard`, then open http://127.0.0.1:6006/#pytorch_profiler",
               "- Perfetto: open https://ui.perfetto.dev and drop the `.pt.trace.json` file on it", ""]
     if tried and any(t.speedup for t in tried.rows):

@@ -583,7 +583,9 @@ def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
     for workload, entry in comparison.workloads.items():
         for name, v in _variants(entry):
             if v.evidence:
-                lines.append(f"- {workload} {name}: `{env.shown_path(v.evidence.trace)}`")
+                page_of = (f", its page [{Path(v.evidence.page).name}]({os.path.relpath(v.evidence.page, reports_dir)})"
+                           if v.evidence.page and Path(v.evidence.page).is_file() else "")
+                lines.append(f"- {workload} {name}: `{env.shown_path(v.evidence.trace)}`{page_of}")
             elif v.unread:  # a tour's child left it for make finalize, which reads it where it came back
                 lines.append(f"- {workload} {name}: `{env.shown_path(v.unread.trace)}`, not read: "
                              + ("`make finalize` reads it into the evidence" if Path(v.unread.trace).exists()

@@ -150,12 +150,14 @@ def section(plan, pair: str, found: dict, verdict: dict) -> list[str]:
             return f"{_ms(w[k]['p50'])} / {_ms(w[k]['p99'])}" if w.get(k) else "-"
         out.append(f"| {name} | {pr['rate']:g} | {part('queue_ms')} | {part('batching_ms')} | {part('forward_ms')} | "
                    f"{(w.get('rows_per_forward') or 0):.1f} | {_per_forward(pr.get('figures'), cpu)} | "
-                   + (f"[{pr['trace'].split('/')[-1]}]({pr['trace']})" if pr["trace"] else "not written") + " |")
+                   + (f"[{pr['trace'].split('/')[-1]}]({pr['trace']})" if pr["trace"] else "not written")
+                   + (f", [its page]({pr['page']})" if pr.get("page") else "") + " |")
     out += ["", "The server's view: queue = waiting while earlier forwards ran; batching wait = the model "
             "thread waiting for company (the fast twin's bounded wait); forward = the batch's model call, answers "
             "on the host. From the trace, per forward: the model thread's host time in it, the GPU's time (kernels, "
             "copies), and the host syncs (`.item()`'s `aten::_local_scalar_dense`, a stream or device sync). "
-            "Open a trace in Perfetto (ui.perfetto.dev) or TensorBoard (`make tensorboard`).", ""]
+            "Open a trace's page in any browser (no network needed), or the trace in Perfetto (ui.perfetto.dev) or "
+            "TensorBoard (`make tensorboard`).", ""]
     html = f"{plan.recipe}_{pair}_diff.html"
     atomic_write_text(plan.reports_dir / html, diffs.html(plan.recipe, pair))
     out += [f"### The diff ({diffs.changed_lines(plan.recipe, pair)} changed lines; [side by side]({html}))", "",

@@ -19,6 +19,7 @@ from common.errors import CookbookError, exit_with
 COLORS = {"kernel": "#2f6db3", "memcpy": "#e08a1e", "memset": "#c4b21b", "runtime": "#8a55b5",
           "data loading": "#d0453a", "CPU op": "#3f9a55", "other": "#b8b8b8"}
 TOP_OPS, TOP_KERNELS = 60, 40
+MAX_DEPTH = 8  # the timeline's sub-lanes per thread; deeper calls share the last
 
 STYLE = """
 body{font:13px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:16px;color:#222}
@@ -27,7 +28,8 @@ h1{font-size:18px}h2{font-size:15px;margin:18px 0 6px}.cols{display:flex;gap:24p
 th{background:#f3f3f3;cursor:pointer;user-select:none}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .tbl{max-height:420px;overflow:auto}.legend span{display:inline-block;margin-right:10px}
 .sw{display:inline-block;width:10px;height:10px;margin-right:3px;vertical-align:middle}
-svg.tl{border:1px solid #ccc;cursor:grab;background:#fff}.note{color:#666}
+svg.tl{display:block;border-bottom:1px solid #eee;cursor:grab;background:#fff}.note{color:#666}
+.tlwrap{border:1px solid #ccc}.lane{font-size:10px;color:#555;padding:2px 2px 0}
 """
 
 SCRIPT = """
@@ -40,14 +42,14 @@ document.querySelectorAll('th').forEach(th=>th.addEventListener('click',()=>sort
 document.querySelectorAll('input.byshape').forEach(cb=>cb.addEventListener('change',()=>{
  const t=document.getElementById(cb.dataset.t);t.querySelectorAll('tr.shape').forEach(r=>r.hidden=!cb.checked);
  t.querySelectorAll('tr.whole').forEach(r=>r.hidden=cb.checked)}));
-document.querySelectorAll('svg.tl').forEach(svg=>{const w=+svg.dataset.w;let v=[0,0,w,+svg.dataset.h],drag=null;
- const set=()=>svg.setAttribute('viewBox',v.join(' '));
- svg.addEventListener('wheel',e=>{e.preventDefault();const r=svg.getBoundingClientRect(),
-  x=v[0]+(e.clientX-r.left)/r.width*v[2],k=e.deltaY<0?0.8:1.25;v[2]=Math.min(w,Math.max(w/5000,v[2]*k));
-  v[0]=Math.min(w-v[2],Math.max(0,x-(x-v[0])*k));set()},{passive:false});
- svg.addEventListener('mousedown',e=>drag=[e.clientX,v[0]]);window.addEventListener('mouseup',()=>drag=null);
- window.addEventListener('mousemove',e=>{if(!drag)return;const r=svg.getBoundingClientRect();
-  v[0]=Math.min(w-v[2],Math.max(0,drag[1]-(e.clientX-drag[0])/r.width*v[2]));set()})});
+document.querySelectorAll('div.tlwrap').forEach(wrap=>{const w=+wrap.dataset.w,svgs=wrap.querySelectorAll('svg.tl');
+ let v=[0,w],drag=null;const set=()=>svgs.forEach(s=>s.setAttribute('viewBox',v[0]+' 0 '+v[1]+' '+s.dataset.h));
+ wrap.addEventListener('wheel',e=>{e.preventDefault();const r=wrap.getBoundingClientRect(),
+  x=v[0]+(e.clientX-r.left)/r.width*v[1],k=e.deltaY<0?0.8:1.25;v[1]=Math.min(w,Math.max(w/5000,v[1]*k));
+  v[0]=Math.min(w-v[1],Math.max(0,x-(x-v[0])*k));set()},{passive:false});
+ wrap.addEventListener('mousedown',e=>drag=[e.clientX,v[0]]);window.addEventListener('mouseup',()=>drag=null);
+ window.addEventListener('mousemove',e=>{if(!drag)return;const r=wrap.getBoundingClientRect();
+  v[0]=Math.min(w-v[1],Math.max(0,drag[1]-(e.clientX-drag[0])/r.width*v[1]));set()})});
 """
 
 
@@ -105,14 +107,14 @@ def memory_svg(points: list[tuple[float, float]]) -> str:
             f'<text x="{width - 40}" y="{height + 14}" font-size="11">{(t1 - t0) / 1000:,.1f} ms</text></svg>')
 
 
-def op_table_html(ops: list[dict], ident: str) -> str:
+def op_table_html(ops: list[dict], ident: str, gpu: bool) -> str:
     whole: dict[str, dict] = {}
     for r in ops:
         w = whole.setdefault(r["name"], {**r, "shapes": "", **{k: 0.0 for k in (
             "calls", "host_total", "host_self", "device_total", "device_self")}})
         for k in ("calls", "host_total", "host_self", "device_total", "device_self"):
             w[k] += r[k]
-    keys = ("calls", "host_self", "host_total", "device_self", "device_total")
+    keys = ("calls", "host_self", "host_total", "device_self", "device_total")[:5 if gpu else 3]
 
     def tr(r, cls):
         return (f"<tr class={cls}{' hidden' if cls == 'shape' else ''}><td>{html.escape(r['name'][:90])}</td>"
@@ -122,10 +124,13 @@ def op_table_html(ops: list[dict], ident: str) -> str:
     top_whole = sorted(whole.values(), key=lambda r: (-r["device_self"], -r["host_self"]))[:TOP_OPS]
     rows = "".join(tr(r, "whole") for r in top_whole) + "".join(tr(r, "shape") for r in ops[:TOP_OPS * 2])
     head = ("<tr><th>operator</th><th>input shapes</th><th>calls/step</th><th>host self, us</th>"
-            "<th>host total, us</th><th>device self, us</th><th>device total, us</th></tr>")
+            "<th>host total, us</th>" + ("<th>device self, us</th><th>device total, us</th>" if gpu else "")
+            + "</tr>")
     return (f'<label><input type=checkbox class=byshape data-t="{ident}"> group by input shape</label>'
             f'<div class=tbl><table id="{ident}"><thead>{head}</thead><tbody>{rows}</tbody></table></div>'
-            f"<p class=note>Per profiled step; the {TOP_OPS} operators with the most device (then host) self time.</p>")
+            f"<p class=note>Per profiled step; the {TOP_OPS} operators with the most "
+            f"{'device (then host)' if gpu else 'host'} self time; host self time less the ops it called and its "
+            "CUDA runtime calls.</p>")
 
 
 def _num(value, text: str) -> str:
@@ -149,25 +154,28 @@ def kernel_table_html(kernels: list[dict]) -> str:
 
 
 def timeline_svg(tl: dict) -> str:
+    """A lane per thread or stream, its label above it (outside the zoom, so that it never stretches), a
+    sub-lane per nesting depth; the lanes zoom and pan together."""
     rows = tl["rows"]
     if not rows:
         return "<p class=note>No events.</p>"
-    width, lane = 1000.0, 16
+    width, lane = 1000.0, 12
     scale = width / max(tl["span_us"], 1e-9)
-    height = len(rows) * (lane + 14)
-    parts = [f'<svg class=tl data-w="{width}" data-h="{height}" viewBox="0 0 {width} {height}" width="100%" '
-             f'height="{height}" preserveAspectRatio="none" xmlns="http://www.w3.org/2000/svg">']
-    for i, (where, events) in enumerate(rows.items()):
-        y = i * (lane + 14)
-        parts.append(f'<text x="2" y="{y + 10}" font-size="10" fill="#555">{html.escape(where)}</text>')
-        for start, dur, name, kind in events:
-            color = COLORS.get(kind, "#999")
-            parts.append(f'<rect x="{start * scale:.3f}" y="{y + 12}" width="{max(dur * scale, 0.05):.3f}" '
-                         f'height="{lane - 2}" fill="{color}" opacity="0.85"><title>{html.escape(name[:120])}: '
-                         f'{dur:,.1f} us at {start:,.1f}</title></rect>')
-    return "".join(parts) + (f"</svg><p class=note>One step, {tl['span_us'] / 1000:.2f} ms, {tl['shown']} of its "
-                             f"{tl['of']} events (the longest): the mouse wheel zooms, a drag pans; hover for "
-                             "names.</p>")
+    parts = [f'<div class=tlwrap data-w="{width}">']
+    for where, events in rows.items():
+        depth = min(max(e[4] for e in events), MAX_DEPTH - 1) + 1
+        height = depth * lane
+        parts.append(f'<div class=lane>{html.escape(where)}</div><svg class=tl data-h="{height}" '
+                     f'viewBox="0 0 {width} {height}" width="100%" height="{height}" preserveAspectRatio="none" '
+                     'xmlns="http://www.w3.org/2000/svg">')
+        for start, dur, name, kind, d in events:
+            parts.append(f'<rect x="{start * scale:.3f}" y="{min(d, MAX_DEPTH - 1) * lane}" '
+                         f'width="{max(dur * scale, 0.05):.3f}" height="{lane - 1}" fill="{COLORS.get(kind, "#999")}">'
+                         f'<title>{html.escape(name[:120])}: {dur:,.1f} us at {start:,.1f}</title></rect>')
+        parts.append("</svg>")
+    return "".join(parts) + (f"</div><p class=note>One step, {tl['span_us'] / 1000:.2f} ms, {tl['shown']} of its "
+                             f"{tl['of']} events (the longest), an op called by another drawn below it: the mouse "
+                             "wheel zooms, a drag pans; hover for names.</p>")
 
 
 def column(label: str, trace: Path, ident: str, v: dict, longest: float) -> str:
@@ -184,7 +192,7 @@ def column(label: str, trace: Path, ident: str, v: dict, longest: float) -> str:
             f"<h2>Step time by what filled it</h2>{breakdown_svg(v['breakdown'], longest)}"
             f"{breakdown_table(v['breakdown'])}"
             f"<h2>Memory allocated over the profiled steps</h2>{memory_svg(v['memory'])}{comm}"
-            f"<h2>Operators</h2>{op_table_html(v['ops'], ident + '-ops')}"
+            f"<h2>Operators</h2>{op_table_html(v['ops'], ident + '-ops', v['gpu'])}"
             f"<h2>Kernels</h2>{kernel_table_html(v['kernels'])}"
             f"<h2>Timeline of the first profiled step</h2>{timeline_svg(v['timeline'])}</div>")
 
@@ -216,6 +224,17 @@ def page_for(trace: Path) -> Path:
 def write(traces: list[tuple[str, Path]], out: Path, title: str) -> Path:
     atomic_write_text(out, render(traces, title))
     return out
+
+
+def beside(trace: Path) -> str | None:
+    """A run's own page, written beside its trace as the run reads it: its path, or None where the trace
+    could not be drawn (the run's figures do not depend on its page)."""
+    trace = Path(trace)
+    try:
+        return str(write([("run", trace)], page_for(trace), trace.name))
+    except (OSError, ValueError, KeyError) as e:
+        print(f"[cookbook] no page for {trace.name}: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
 
 
 TRACE_GLOB = ("*.pt.trace.json", "*.pt.trace.json.gz")

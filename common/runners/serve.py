@@ -28,6 +28,7 @@ from common.analysis import aggregate, stats, traces
 from common.analysis.load import sla_rate
 from common.analysis.results import atomic_write_text
 from common.errors import CookbookError, exit_with
+from common.render import trace_page
 from common.runners import launch
 from common.runners.load import answers, offer, run
 
@@ -281,8 +282,10 @@ def _profile(plan, twin, bodies, rate, trace, clients: int = 1) -> dict:
         time.sleep(0.1)
     window = _get(twin.url + "/admin/stats")["window"]
     written = trace.is_file()
+    page = trace_page.beside(trace) if written else None
     return {"rate": rate, "server": window, "p99_ms": point.p99_ms,
             "trace": str(trace.relative_to(plan.reports_dir)) if written else None,
+            "page": str(Path(page).relative_to(plan.reports_dir)) if page else None,
             "figures": trace_figures(trace) if written else None}
 
 
