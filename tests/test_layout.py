@@ -16,7 +16,7 @@ LAYERS = {  # layer -> the layers it may import, besides its own
     "analysis": {"base"},
     "render": {"base", "analysis"},
     "workloads": {"base", "analysis"},
-    "measure": {"base", "analysis"},
+    "measure": {"base", "analysis", "render"},  # a run writes its own trace's page (render.trace_page)
     "api": {"base", "analysis", "workloads", "measure"},
     "runners": {"base", "analysis", "render", "workloads"},
 }

@@ -371,6 +371,31 @@ class Oom(Record):
 
 
 @dataclass
+class OutOfMemory(Record):
+    """A script the doctor ran that ran out of memory: where in its run, the error, and on CUDA the
+    allocator's figures at the failure and the snapshot of its history (the doctor's second run)."""
+    env: Stamp
+    device: str  # where the memory ran out, as the error says: "cuda" or "cpu"
+    stage: str  # the doctor's stage when it did: warm-up, timed, profiled, flop count
+    steps_seen: int
+    message: str
+    requested_mb: float | None = None  # the allocation that failed (the allocator's out-of-memory observer)
+    allocated_mb: float | None = None  # in the script's tensors then
+    reserved_mb: float | None = None  # held by the caching allocator then (allocated, and cached free blocks)
+    free_mb: float | None = None  # the device's free memory, as CUDA said then
+    allowed_mb: float | None = None  # the device's memory, or the cap set_per_process_memory_fraction set
+    at_failure: bool = False  # the figures as the allocator failed (else: as the error reached the doctor)
+    snapshot: str | None = None
+    view_snapshot: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def oom_path(out: Path) -> Path:
+    """Where the doctor's run of a script that ran out of memory leaves its OutOfMemory: beside its --out."""
+    return Path(out).with_name(Path(out).stem + ".oom.json")
+
+
+@dataclass
 class DataSource(Record):
     """Where a run's data came from (workloads.datasource.source); synthetic data is never presented as real."""
     kind: str  # "real", "local" or "synthetic"

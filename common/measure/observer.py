@@ -45,18 +45,20 @@ from common.analysis.results import (
     Config,
     Evidence,
     Observation,
+    OutOfMemory,
     RunResult,
     Timing,
+    oom_path,
     write_result,
 )
 from common.cli import DOCTOR_MIN_TIMED as MIN_TIMED
 from common.cli import OneLineParser, add_doctor_flags, split_passthrough
-from common.errors import EXIT_COOKBOOK_FAULT
+from common.errors import EXIT_COOKBOOK_FAULT, EXIT_OOM
 from common.measure import contention, cpu_time, memory, settings, stamp
 from common.measure.fixes import Fixes
 from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
-from common.measure.process import interrupt_on_sigterm
+from common.measure.process import interrupt_on_sigterm, is_oom
 from common.measure.profiling import mark_rank, profiler
 from common.measure.settings import CLOSURE
 from common.measure.stages import Phases, compile_stats, eager_compiled, read_evidence, shut_down
@@ -536,6 +538,31 @@ class Observer:
             self._failed("the FLOP count", e)
 
     # --- after the script -------------------------------------------------------------------------
+    def out_of_memory(self, e: BaseException, recorder: "memory.OomRecorder | None") -> OutOfMemory:
+        """Where the script ran out of memory, and on CUDA the allocator's figures (as its out-of-memory
+        observer saw them where it ran, else read now) and the snapshot of the recorded history."""
+        message = " ".join(str(e).split())
+        cuda = isinstance(e, torch.cuda.OutOfMemoryError) or "CUDA" in message
+        on = torch.device("cuda") if cuda and torch.cuda.is_available() else torch.device("cpu")
+        found = OutOfMemory(env=stamp.take(self.device or on), device="cuda" if cuda else "cpu", stage=self.stage,
+                            steps_seen=self.ends, message=message[:600])
+        if not (cuda and torch.cuda.is_available()):
+            return found
+        seen = recorder.seen if recorder else None
+        if seen is None:  # the first run, or an error the allocator did not raise: read as it reached us
+            index = torch.cuda.current_device()
+            seen = {"requested": None, "allocated": torch.cuda.memory_allocated(index),
+                    "reserved": torch.cuda.memory_reserved(index), "free": torch.cuda.mem_get_info(index)[0],
+                    "allowed": torch.cuda.get_device_properties(index).total_memory}
+        else:
+            found.at_failure = True
+        mb = lambda key: None if seen[key] is None else seen[key] / 2**20  # noqa: E731
+        found.requested_mb, found.allocated_mb, found.reserved_mb = mb("requested"), mb("allocated"), mb("reserved")
+        found.free_mb, found.allowed_mb = mb("free"), mb("allowed")
+        if recorder and (path := recorder.at_error()):
+            found.snapshot, found.view_snapshot = path, memory.how_to_view(Path(path))
+        return found
+
     def finish(self, how: str) -> Observation:
         """What was measured, whatever stage the script ended in."""
         for it in self.watched:
@@ -642,6 +669,9 @@ def parse_args(argv):
     p.add_argument("--trace-dir", required=True)
     p.add_argument("--fix", action="append", default=[], help="apply one of the doctor's fixes (repeatable)")
     p.add_argument("--cwd", help="the folder the script runs in (default: the script's own)")
+    p.add_argument("--oom-snapshot", metavar="PICKLE",
+                   help="record the CUDA allocator's history from the start and dump it here if the script runs "
+                        "out of memory (the doctor's second run of a script that did)")
     add_doctor_flags(p)
     own, rest = split_passthrough(argv)
     args = p.parse_args(own)
@@ -668,6 +698,8 @@ def main(argv=None) -> int:
         import numpy
 
         numpy.random.seed(0)
+    recorder = (memory.OomRecorder(Path(args.oom_snapshot).absolute())
+                if args.oom_snapshot and torch.cuda.is_available() else None)
     observer = Observer(args)
     observer.install()
     how = "script ended"
@@ -691,6 +723,11 @@ def main(argv=None) -> int:
         return EXIT_COOKBOOK_FAULT
     except BaseException as e:  # the script's own error: its traceback, as the user needs it
         sys.stderr.write(user_traceback(e, script))
+        if is_oom(e):  # while its frames still hold what filled the memory
+            write_result(oom_path(Path(args.out)), observer.out_of_memory(e, recorder))
+            print(f"doctor: the script ran out of memory ({observer.stage}, after {observer.ends} steps)",
+                  file=sys.stderr)
+            return EXIT_OOM
         print(f"doctor: the script raised {type(e).__name__} (traceback above); no report", file=sys.stderr)
         return 1
     finally:

@@ -299,9 +299,7 @@ def memory_artifacts(prof, out_dir: Path, worker: str, device: torch.device, sna
         try:
             torch.cuda.memory._dump_snapshot(str(path))
             found.snapshot = str(path)
-            found.view_snapshot = (f"open https://pytorch.org/memory_viz and drop {path.name} on it, or "
-                                   f"python -m torch.cuda._memory_viz trace_plot {path} "
-                                   f"-o {path.with_suffix('.html')}")
+            found.view_snapshot = memory.how_to_view(path)
         except Exception as e:
             found.notes.append(f"memory snapshot unavailable ({type(e).__name__})")
         finally:

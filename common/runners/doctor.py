@@ -13,7 +13,9 @@ warm-up, timed, profiled and FLOP-counted steps are done. The verdict ranks what
 `make diagnose-*`, then lists what the compute could gain from the settings seen, each with the
 recipe that fixes it and that recipe's measured figure. With --try, each applicable fix (or each one
 named) is then applied to the script from outside and measured on it (common.runners.trials): the
-report's headline becomes the best measured gain. Report: reports/doctor_<name>_<hash>.md.
+report's headline becomes the best measured gain. Report: reports/doctor_<name>_<hash>.md. A script
+that runs out of memory gets a report of where, and on CUDA a second run records the allocator's
+history for a snapshot at the error (out_of_memory); the doctor then exits with status 3.
 """
 import argparse
 import os
@@ -25,7 +27,7 @@ from pathlib import Path
 from common import catalog, env
 from common.analysis import doctor, figures
 from common.analysis import fixes as catalog_fixes
-from common.analysis.results import Observation, read_result, write_result
+from common.analysis.results import Observation, OutOfMemory, oom_path, read_result, write_result
 from common.cli import (
     DOCTOR_MIN_TIMED,
     OneLineParser,
@@ -34,7 +36,7 @@ from common.cli import (
     positive_float,
     split_passthrough,
 )
-from common.errors import EXIT_COOKBOOK_FAULT, CookbookError, exit_with
+from common.errors import EXIT_COOKBOOK_FAULT, EXIT_OOM, CookbookError, exit_with
 from common.render import doctor as report
 from common.runners import launch, trials
 
@@ -104,6 +106,8 @@ def main(argv=None) -> int:
           f"(log: {out_dir / 'observation.log'})", flush=True)
     outcome = launch.child(["-m", "common.measure.observer"], flags, out_dir / "observation.json", cpus=cpus,
                            echo=launch.echo, read=None)
+    if outcome.returncode == EXIT_OOM and oom_path(out_dir / "observation.json").is_file():
+        return out_of_memory(argv, flags, out_dir, reports, cpus)
     if outcome.kind != "ok":
         if outcome.returncode != EXIT_COOKBOOK_FAULT and (line := missing_path(outcome, args.cwd)):
             print(line, file=sys.stderr)
@@ -146,6 +150,45 @@ def main(argv=None) -> int:
         print(f"  - tried {t.fix}: {report.trial_result(t)}")
     print(f"report: {path}")
     return 0
+
+
+def out_of_memory(argv, flags: list[str], out_dir: Path, reports: Path, cpus) -> int:
+    """The script ran out of memory: on CUDA it runs once more with the allocator's history recorded from
+    its start (recording slows every allocation, so never in the measured run), for the snapshot at the
+    error; then a report of where it ran out, the figures, the snapshot and the recipes that cut memory."""
+    oom = read_result(oom_path(out_dir / "observation.json"), OutOfMemory, "make doctor SCRIPT=...")
+    if oom.device == "cuda" and launch.cuda_available():
+        snapshot = out_dir / "oom_memory_snapshot.pickle"
+        snapshot.unlink(missing_ok=True)  # an earlier run's is not this one's
+        rerun = out_dir / "oom_rerun.json"
+        print(f"doctor: the script ran out of CUDA memory ({oom.stage}, after {oom.steps_seen} steps); running it "
+              "once more with the allocator's history recorded from its start, for a snapshot at the error "
+              f"(log: {rerun.with_suffix('.log')})", flush=True)
+        cut = flags.index("--")
+        again = launch.child(["-m", "common.measure.observer"],
+                             flags[:cut] + ["--oom-snapshot", str(snapshot)] + flags[cut:], rerun, cpus=cpus,
+                             echo=launch.echo, read=None)
+        if again.returncode == EXIT_OOM and oom_path(rerun).is_file():
+            oom = read_result(oom_path(rerun), OutOfMemory, "make doctor SCRIPT=...")
+            if not oom.snapshot:
+                oom.notes.append(f"the second run ran out of memory too, but its snapshot was not written: see "
+                                 f"{env.shown_path(again.log)}")
+        else:
+            oom.notes.append(f"its second run, recording the allocator's history, did not run out of memory "
+                             f"(exit {again.returncode}; {env.shown_path(again.log)}): no snapshot; the failure "
+                             "depends on more than the script (other processes on the GPU, say)")
+    elif oom.device != "cuda":
+        oom.notes.append("a memory snapshot records CUDA's caching allocator: this ran out of the host's memory, "
+                         "which it does not see")
+    write_result(out_dir / "oom.json", oom)
+    found = figures.read(env.REPO_ROOT / "reports", catalog.available())
+    path = report.render_oom(oom, Path(flags[flags.index("--") + 1]), found,
+                             "python -m common.runners.doctor " + shlex.join(argv), reports)
+    print(f"Headline: {report.oom_headline(oom)}")
+    if oom.snapshot:
+        print(f"  memory snapshot: {oom.snapshot}; to view it: {oom.view_snapshot}")
+    print(f"report: {path}")
+    return EXIT_OOM
 
 
 def trial_flags(args) -> list[str]:
