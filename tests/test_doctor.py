@@ -52,6 +52,8 @@ def test_a_loader_bound_script_headlines_its_data_loading(tmp_path):
         assert section in md
     (trace,) = (tmp_path / "traces" / "doctor").rglob("*.pt.trace.json")
     assert str(trace) in md
+    page = trace.parent / trace.name.replace(".pt.trace.json", ".html")
+    assert page.is_file() and f"in one page that needs no network: `{page}`" in md
 
 
 def test_a_compute_bound_script_headlines_its_compute_and_the_settings_it_leaves(tmp_path):

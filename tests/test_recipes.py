@@ -115,10 +115,12 @@ def test_traces_written_per_variant(amp_smoke):
             events = json.loads(trace.read_text())["traceEvents"]
             assert any(str(e.get("name", "")).startswith("ProfilerStep#") for e in events)
             assert any(e.get("name") == "forward" for e in events)  # the harness's phase ranges
+            assert "<svg class=breakdown" in trace.with_name(f"{w}_{v}.html").read_text()  # the run's own page
     md = (reports / "amp.md").read_text()
     for w in WORKLOADS:  # each pair's page of its two traces, linked from the report, drawn from them
         link = f"[{w}.html](traces/amp/{w}.html)"
         assert f"- {w}, slow and fast side by side in one page that needs no network: {link}" in md
+        assert f", its page [{w}_fast.html](traces/amp/{w}_fast/{w}_fast.html)" in md
         page = (reports / "traces" / "amp" / f"{w}.html").read_text()
         assert page.count("<div class=col>") == 2 and "aten::" in page and "<svg class=breakdown" in page
 

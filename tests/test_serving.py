@@ -138,6 +138,8 @@ def test_make_recipe_serving_smoke_writes_both_curves_parity_and_traces(tmp_path
         trace = tmp_path / "traces" / "serving" / f"churn_{variant}.pt.trace.json"
         names = {e.get("name") for e in json.loads(trace.read_text())["traceEvents"]}
         assert {"forward", "batching wait"} <= names  # the model thread's own ranges, under load
+        assert f"[its page](traces/serving/churn_{variant}.html)" in md
+        assert (trace.parent / f"churn_{variant}.html").is_file()
     from common.analysis import figures
 
     facts = figures.facts_of(md)

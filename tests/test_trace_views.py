@@ -72,12 +72,31 @@ def test_the_tensor_core_reading_of_a_kernels_name():
     assert not any(trace_views.tensor_cores(n) for n in no), [n for n in no if trace_views.tensor_cores(n)]
 
 
-def test_the_memory_curve_follows_the_devices_allocator(tmp_path):
-    mem = lambda ts, mb, device: {"ph": "i", "name": "[memory]", "ts": ts,  # noqa: E731
-                                  "args": {"Total Allocated": mb * 2**20, "Device Type": device}}
-    trace = {"traceEvents": [mem(1, 5, 0), mem(2, 100, 1), mem(3, 150, 1), mem(4, 6, 0)]}
-    assert trace_views.memory_curve(trace) == [(2, 100.0), (3, 150.0)]  # the GPU's, not the CPU's
-    assert trace_views.memory_curve({"traceEvents": [mem(1, 5, 0)]}) == [(1, 5.0)]
+def test_the_memory_curve_follows_each_devices_allocator(tmp_path):
+    from common.render import trace_page
+
+    mem = lambda ts, mb, device, index=0: {"ph": "i", "name": "[memory]", "ts": ts,  # noqa: E731
+                                           "args": {"Total Allocated": mb * 2**20, "Device Type": device,
+                                                    "Device Id": index}}
+    trace = {"traceEvents": [mem(1, 5, 0, -1), mem(2, 100, 1), mem(3, 150, 1), mem(4, 6, 0, -1)]}
+    assert trace_views.memory_curve(trace) == {"GPU 0": [(2, 100.0), (3, 150.0)]}  # the GPU's, not the CPU's
+    assert trace_views.memory_curve({"traceEvents": [mem(1, 5, 0, -1)]}) == {"CPU": [(1, 5.0)]}
+    two = trace_views.memory_curve({"traceEvents": [mem(1, 10, 1, 0), mem(2, 900, 1, 1), mem(3, 20, 1, 0)]})
+    assert two == {"GPU 0": [(1, 10.0), (3, 20.0)], "GPU 1": [(2, 900.0)]}  # two curves, not one zigzag
+    svg = trace_page.memory_svg(two)
+    assert svg.count("<polyline") == 2 and ">GPU 1</text>" in svg and "900 MB" in svg
+
+
+def test_compute_against_communication_counts_each_instant_once(tmp_path):
+    """A data-parallel step: compute kernels 0-100 us and 150-200 us; NCCL's all-reduce 80-170 us on
+    another stream: 90 us of communication, 40 of it under compute."""
+    kernel = lambda name, ts, dur, stream: {"ph": "X", "cat": "kernel", "name": name, "ts": ts,  # noqa: E731
+                                            "dur": dur, "args": {"stream": stream, "correlation": ts}}
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 210},
+              kernel("sm90_xmma_gemm_bf16", 0, 100, 7), kernel("elementwise_kernel", 150, 50, 7),
+              kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 80, 90, 20)]
+    assert trace_views.overlap(events) == {"compute_us": 150.0, "communication_us": 90.0, "overlapped_us": 40.0}
+    assert trace_views.overlap(events[:3]) is None  # no communication: no such view
 
 
 def test_the_first_h100_runs_amp_trace_reads_as_a_busy_gpu():

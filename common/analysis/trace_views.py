@@ -147,18 +147,19 @@ def gpu_figures(events: list[dict]) -> dict:
             "achieved_occupancy": sum(v * d for v, d in timed) / occupancy_time if occupancy_time else None}
 
 
-def memory_curve(trace: dict) -> list[tuple[float, float]]:
-    """(microseconds, MB allocated) at each allocator event the profiler recorded (profile_memory=True),
-    on the device the trace's GPU work ran on, else the CPU's."""
-    points = {}
+def memory_curve(trace: dict) -> dict[str, list[tuple[float, float]]]:
+    """Per device, (microseconds, MB allocated) at each allocator event the profiler recorded
+    (profile_memory=True): each GPU's (a process may use several), else the CPU's."""
+    points: dict[tuple, list] = {}
     for e in trace.get("traceEvents", []):
-        if e.get("name") == "[memory]" and "Total Allocated" in e.get("args", {}):
-            device = e["args"].get("Device Type", 0)
-            points.setdefault(device, []).append((e["ts"], e["args"]["Total Allocated"] / 2**20))
-    if not points:
-        return []
-    gpu = [d for d in points if d != 0]  # Device Type 0 is the CPU, 1 CUDA
-    return sorted(points[gpu[0] if gpu else 0])
+        args = e.get("args", {})
+        if e.get("name") == "[memory]" and "Total Allocated" in args:
+            device = (args.get("Device Type", 0), args.get("Device Id", 0))  # type 0 is the CPU, 1 CUDA
+            points.setdefault(device, []).append((e["ts"], args["Total Allocated"] / 2**20))
+    gpus = sorted(d for d in points if d[0] != 0)
+    if gpus:
+        return {f"GPU {i}": sorted(points[(t, i)]) for t, i in gpus}
+    return {"CPU": sorted(p for d, found in points.items() for p in found)} if points else {}
 
 
 # read from a kernel's name (the trace does not record it): tensor-core instructions or libraries that only use

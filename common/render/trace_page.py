@@ -92,19 +92,32 @@ def breakdown_table(rows: list[dict]) -> str:
     return f"<table><thead><tr><th>step</th>{head}<th>total, ms</th></tr></thead><tbody>{body}</tbody></table>"
 
 
-def memory_svg(points: list[tuple[float, float]]) -> str:
-    if not points:
+CURVES = ("#2f6db3", "#d0453a", "#3f9a55", "#8a55b5")  # one per device, in order
+
+
+def memory_svg(curves: dict[str, list[tuple[float, float]]]) -> str:
+    """Each device's allocated memory on one time and one MB scale, labelled where there are several."""
+    if not curves:
         return ("<p class=note>No allocator events in this trace (the profiler's profile_memory was off, "
                 "or nothing was allocated).</p>")
-    t0, t1 = points[0][0], points[-1][0]
-    top = max(mb for _, mb in points) or 1.0
+    every = [p for points in curves.values() for p in points]
+    t0, t1 = min(t for t, _ in every), max(t for t, _ in every)
+    top = max(mb for _, mb in every) or 1.0
     width, height = 560, 160
-    xy = " ".join(f"{(t - t0) / max(t1 - t0, 1e-9) * width:.1f},{height - mb / top * height:.1f}" for t, mb in points)
-    return (f'<svg class=memory width="{width + 60}" height="{height + 20}" xmlns="http://www.w3.org/2000/svg">'
-            f'<polyline points="{xy}" fill="none" stroke="#2f6db3" stroke-width="1.5"/>'
-            f'<text x="{width + 4}" y="10" font-size="11">{top:,.0f} MB</text>'
-            f'<text x="0" y="{height + 14}" font-size="11">0 ms</text>'
-            f'<text x="{width - 40}" y="{height + 14}" font-size="11">{(t1 - t0) / 1000:,.1f} ms</text></svg>')
+    parts = [f'<svg class=memory width="{width + 60}" height="{height + 20}" xmlns="http://www.w3.org/2000/svg">']
+    for i, (device, points) in enumerate(curves.items()):
+        colour = CURVES[i % len(CURVES)]
+        xy = " ".join(f"{(t - t0) / max(t1 - t0, 1e-9) * width:.1f},{height - mb / top * height:.1f}"
+                      for t, mb in points)
+        parts.append(f'<polyline points="{xy}" fill="none" stroke="{colour}" stroke-width="1.5">'
+                     f'<title>{html.escape(device)}</title></polyline>')
+        if len(curves) > 1:
+            parts.append(f'<text x="{width + 4}" y="{28 + 14 * i}" font-size="11" fill="{colour}">'
+                         f'{html.escape(device)}</text>')
+    return "".join(parts) + (f'<text x="{width + 4}" y="10" font-size="11">{top:,.0f} MB</text>'
+                             f'<text x="0" y="{height + 14}" font-size="11">0 ms</text>'
+                             f'<text x="{width - 40}" y="{height + 14}" font-size="11">{(t1 - t0) / 1000:,.1f} ms'
+                             "</text></svg>")
 
 
 def op_table_html(ops: list[dict], ident: str, gpu: bool) -> str:
