@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_doctor import PLAIN, doctor
 
 from common.analysis.results import OutOfMemory, oom_path, read_result, write_result
 from common.errors import EXIT_OOM
 from common.measure import memory
 
-from test_doctor import PLAIN, doctor
 from tests_helpers import stamp
 
 
