@@ -31,7 +31,8 @@ def cpu_page(tmp_path_factory):
     from common.measure import profiling, stages
 
     folder, cpu = tmp_path_factory.mktemp("cpu_run"), torch.device("cpu")
-    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Dropout(0.1), torch.nn.Linear(256, 4))
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Dropout(0.1), nn.Linear(256, 4))
     opt = torch.optim.AdamW(model.parameters())
     with profiling.profiler(folder, "churn_slow", cpu, 3) as prof:
         for _ in range(4):
