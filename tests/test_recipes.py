@@ -120,7 +120,7 @@ def test_traces_written_per_variant(amp_smoke):
     for w in WORKLOADS:  # each pair's page of its two traces, linked from the report, drawn from them
         link = f"[{w}.html](traces/amp/{w}.html)"
         assert f"- {w}, slow and fast side by side in one page that needs no network: {link}" in md
-        assert f", its page [{w}_fast.html](traces/amp/{w}_fast/{w}_fast.html)" in md
+        assert f"{w}_fast.pt.trace.json`, its page `" in md and f"traces/amp/{w}_fast/{w}_fast.html`" in md
         page = (reports / "traces" / "amp" / f"{w}.html").read_text()
         assert page.count("<div class=col>") == 2 and "aten::" in page and "<svg class=breakdown" in page
 

@@ -110,3 +110,34 @@ def test_the_first_h100_runs_amp_trace_reads_as_a_busy_gpu():
         assert abs(sum(row[k] for k in trace_views.KINDS) - row["total_us"]) < 1e-6 * row["total_us"]
     slow = json.load(gzip.open(H100 / "amp_resnet18_slow.pt.trace.json.gz", "rt"))
     assert trace_views.breakdown([e for e in slow["traceEvents"] if e.get("ph") == "X"])
+
+
+def test_the_timeline_draws_a_call_below_its_caller_and_a_kernel_below_its_annotation():
+    """CPU: an op inside another is one lane down. GPU: Kineto writes a gpu_user_annotation with the device
+    and stream as pid and tid (no args), its kernels with them in args: one row; the annotation, which its
+    one kernel fills exactly, above it."""
+    events = [_x("ProfilerStep#1", "user_annotation", 0, 100),
+              _x("aten::linear", "cpu_op", 10, 40), _x("aten::addmm", "cpu_op", 12, 30),
+              _x("aten::relu", "cpu_op", 60, 5),
+              {**_x("k", "kernel", 20, 10, correlation=1, device=0, stream=7), "pid": 0, "tid": 7},
+              {"ph": "X", "cat": "gpu_user_annotation", "name": "forward", "ts": 20, "dur": 10, "pid": 0, "tid": 7}]
+    rows = trace_views.timeline(events)["rows"]
+    gpu = {e[2]: e[4] for e in rows["GPU 0 stream 7"]}
+    assert gpu == {"forward": 0, "k": 1}
+    (cpu,) = [r for k, r in rows.items() if k.startswith("CPU")]
+    assert {e[2]: e[4] for e in cpu} == {"ProfilerStep#1": 0, "aten::linear": 1, "aten::addmm": 2, "aten::relu": 1}
+
+
+def test_a_trace_is_parsed_once_for_its_readers_and_again_once_it_changes(tmp_path):
+    import json
+    import os
+
+    from common.analysis import traces
+
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": [_x("aten::mm", "cpu_op", 0, 5)]}))
+    first = traces.read_trace(path)
+    assert traces.read_trace(path) is first  # the evidence, the roofline and the page read one parse
+    path.write_text(json.dumps({"traceEvents": [_x("aten::add", "cpu_op", 0, 5)]}))
+    os.utime(path, ns=(1, 1))  # a rewrite within the clock's tick is still a new file
+    assert traces.read_trace(path)["traceEvents"][0]["name"] == "aten::add"

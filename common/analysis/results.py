@@ -374,17 +374,19 @@ class Oom(Record):
 class OutOfMemory(Record):
     """A script the doctor ran that ran out of memory: where in its run, the error, and on CUDA the
     allocator's figures at the failure and the snapshot of its history (the doctor's second run)."""
-    env: Stamp
-    device: str  # where the memory ran out, as the error says: "cuda" or "cpu"
+    env: Stamp | None
+    device: str  # which memory ran out, as the error says: "cuda", "cpu", or "other" (MPS, XPU)
     stage: str  # the doctor's stage when it did: warm-up, timed, profiled, flop count
     steps_seen: int
     message: str
-    requested_mb: float | None = None  # the allocation that failed (the allocator's out-of-memory observer)
+    requested_mb: float | None = None  # the segment the allocator tried to reserve: the request, rounded up
     allocated_mb: float | None = None  # in the script's tensors then
     reserved_mb: float | None = None  # held by the caching allocator then (allocated, and cached free blocks)
+    inactive_split_mb: float | None = None  # free, inside split blocks it cannot release (fragmentation)
+    expandable_segments: bool = False  # PYTORCH_CUDA_ALLOC_CONF had it on
     free_mb: float | None = None  # the device's free memory, as CUDA said then
     allowed_mb: float | None = None  # the device's memory, or the cap set_per_process_memory_fraction set
-    at_failure: bool = False  # the figures as the allocator failed (else: as the error reached the doctor)
+    at_failure: bool = False  # the figures as the allocator last failed (else: as the error reached the doctor)
     snapshot: str | None = None
     view_snapshot: str | None = None
     notes: list[str] = field(default_factory=list)

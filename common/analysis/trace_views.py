@@ -221,6 +221,7 @@ def op_table(events: list[dict], steps: int) -> list[dict]:
             row(op)["device_total"] += device
     out = []
     for r in rows.values():
+        r["host_self"] = max(r["host_self"], 0.0)  # rounding in the trace's microseconds, never a negative time
         out.append({**r, **{k: r[k] / steps for k in ("host_total", "host_self", "device_total", "device_self")},
                     "calls": r["calls"] / steps})
     return sorted(out, key=lambda r: (-r["device_self"], -r["host_self"]))
@@ -269,7 +270,8 @@ def _depths(row: list[list]) -> None:
     """Each event's nesting depth in its row (an op inside another op, a kernel under its annotation),
     appended to it: [start, duration, name, kind, depth]."""
     open_ends: list[float] = []
-    for e in sorted(row, key=lambda e: (e[0], -e[1])):
+    # the enclosing first: the longer, and on a tie the annotation (a range its own kernel may fill exactly)
+    for e in sorted(row, key=lambda e: (e[0], -e[1], e[3] != "gpu_user_annotation")):
         while open_ends and open_ends[-1] <= e[0]:
             open_ends.pop()
         e.append(len(open_ends))

@@ -23,12 +23,26 @@ def union_length(intervals) -> float:
     return sum(e - s for s, e in union(intervals))
 
 
+_last: tuple | None = None  # (which file, as it was; its JSON): the last trace read
+
+
 def read_trace(trace_path) -> dict:
+    """A trace's JSON (gzipped too). The last one read is kept while its file is unchanged: a run's
+    evidence, roofline, settings and page each read the same trace (a parse of seconds for a large
+    one). Callers read what it returns and never change it."""
+    global _last
     path = Path(trace_path)
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if _last is not None and _last[0] == key:
+        return _last[1]
     if path.suffix == ".gz":
         with gzip.open(path, "rt") as f:
-            return json.load(f)
-    return json.loads(path.read_text())
+            trace = json.load(f)
+    else:
+        trace = json.loads(path.read_text())
+    _last = (key, trace)
+    return trace
 
 
 def profiled(trace_path) -> tuple[list[dict], int]:

@@ -1,5 +1,6 @@
 """Peak memory: allocator peaks on CUDA, the process's peak resident set on CPU; and the allocator's
 history recorded up to an out-of-memory error (the doctor's second run of a script that ran out)."""
+import contextlib
 import pickle
 import resource
 import sys
@@ -61,42 +62,81 @@ def how_to_view(snapshot: Path) -> str:
 
 
 class OomRecorder:
-    """On CUDA, the allocator's history recorded from the start (allocations with their Python and C++
-    stacks, the last MAX_ENTRIES), and a snapshot dumped at the first out-of-memory: by the allocator's
-    out-of-memory observer, which runs before the error is raised, while every tensor live at the failure
-    still is; or, for an error the allocator did not raise (a cuBLAS or cuDNN workspace), by at_error()
-    where the script's error is caught. Recording slows every allocation: never over timed steps."""
+    """On CUDA, the allocator's history recorded from the script's first CUDA use (each allocation and
+    free with its Python stack, the last MAX_ENTRIES), and the snapshot dumped once the script's
+    out-of-memory reaches the doctor (at_error). Set up as CUDA initialises (torch.cuda._lazy_call), never
+    before: a script that chooses its GPUs (CUDA_VISIBLE_DEVICES) or forks first still may. The
+    allocator's out-of-memory observer keeps the figures of the last failed allocation (a cuDNN
+    workspace that halves and retries, a script that catches its OOM and tries smaller: each fails
+    before the one that ends the script). What the allocator never sees fails elsewhere, and then the
+    figures are read where the error is caught: a library handle's creation, NCCL's buffers, the CUDA
+    context. Recording slows every allocation: never over measured steps."""
 
     MAX_ENTRIES = 100_000
 
     def __init__(self, path: Path):
-        self.path, self.seen = Path(path), None
-        torch.cuda.memory._record_memory_history(max_entries=self.MAX_ENTRIES)
-        torch._C._cuda_attach_out_of_memory_observer(self._observe)
+        self.path, self.seen, self.failures = Path(path), None, 0
+        self.unavailable: str | None = None  # why there is no history, once CUDA said
+        self.observer_failed: str | None = None
+        torch.cuda._lazy_call(self._start)
+
+    def _start(self) -> None:
+        try:  # run inside CUDA's initialisation: an error here would become the script's
+            if torch.cuda.get_allocator_backend() != "native":
+                self.unavailable = (f"the allocator is {torch.cuda.get_allocator_backend()} "
+                                    "(PYTORCH_CUDA_ALLOC_CONF), which records no history")
+                return
+            torch.cuda.memory._record_memory_history(max_entries=self.MAX_ENTRIES, stacks="python")
+            torch._C._cuda_attach_out_of_memory_observer(self._observe)
+        except Exception as e:
+            self.unavailable = f"the allocator's history could not be recorded ({type(e).__name__}: {e})"
 
     def _observe(self, device: int, requested: int, allowed: int, free: int) -> None:
-        # c10's CUDACachingAllocator calls this, its lock released, with the failed request's bytes, the
-        # memory it may use (the device's, or the fraction's cap) and CUDA's free bytes
-        if self.seen is None:  # the first: a script that catches its OOM and retries smaller fails again
+        # c10's CUDACachingAllocator calls this, its lock released, with the segment it tried to reserve
+        # (the request rounded up), the memory it may use (the device's, or the fraction's cap) and CUDA's
+        # free bytes; an exception here would replace the script's OutOfMemoryError, so none leaves
+        try:
+            self.failures += 1
             self.seen = {"device": device, "requested": requested, "allowed": allowed, "free": free,
-                         "allocated": torch.cuda.memory_allocated(device),
-                         "reserved": torch.cuda.memory_reserved(device)}
-            self._dump()
-
-    def _dump(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "wb") as f:
-            pickle.dump(torch.cuda.memory._snapshot(), f)
+                         **_held(device)}
+        except BaseException as e:  # noqa: BLE001
+            self.seen, self.observer_failed = None, f"{type(e).__name__}: {e}"
 
     def at_error(self) -> str | None:
-        """The snapshot's path once the script's OOM reached the doctor (dumped now if the allocator's
-        observer never ran), or None where it could not be written (said on stderr)."""
+        """The snapshot's path, dumped now (the history up to the error, the failed request's entry in
+        it), or None where there is none (why: `unavailable`). Recording stops."""
+        if self.unavailable or not torch.cuda.is_initialized():
+            self.unavailable = self.unavailable or "the script ran out of memory before it used CUDA"
+            return None
         try:
-            if not self.path.exists():
-                self._dump()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            part = self.path.with_name(f".{self.path.name}.part")
+            with open(part, "wb") as f:
+                pickle.dump(torch.cuda.memory._snapshot(), f)
+            part.replace(self.path)  # a half-written snapshot is never taken for one
             return str(self.path)
-        except Exception as e:  # the report says the snapshot is missing; the OOM is still reported
-            print(f"[cookbook] memory snapshot not written: {type(e).__name__}: {e}", file=sys.stderr)
+        except Exception as e:  # the report says why; the OOM is still reported
+            self.unavailable = f"the snapshot could not be written ({type(e).__name__}: {e})"
             return None
         finally:
-            torch.cuda.memory._record_memory_history(enabled=None)
+            with contextlib.suppress(Exception):
+                torch.cuda.memory._record_memory_history(enabled=None)
+
+
+def _held(device: int) -> dict:
+    """The caching allocator's memory on a device: in tensors, reserved, and free inside split blocks
+    it cannot release (what a request larger than each of them cannot use: fragmentation)."""
+    stats = torch.cuda.memory_stats(device)
+    return {key: stats.get(f"{key}_bytes.all.current", 0) for key in ("allocated", "reserved", "inactive_split")}
+
+
+def at_error(message: str) -> dict:
+    """The figures read where an out-of-memory error was caught (no observer saw it fail): on the GPU
+    the message names, else the current one; what the process may use, the fraction's cap applied."""
+    import re
+
+    named = re.search(r"GPU (\d+)", message)
+    device = int(named.group(1)) if named else torch.cuda.current_device()
+    fraction = torch.cuda.get_per_process_memory_fraction(device)
+    return {"device": device, "requested": None, "free": torch.cuda.mem_get_info(device)[0],
+            "allowed": torch.cuda.get_device_properties(device).total_memory * fraction, **_held(device)}

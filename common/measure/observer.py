@@ -58,7 +58,7 @@ from common.measure import contention, cpu_time, memory, settings, stamp
 from common.measure.fixes import Fixes
 from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
-from common.measure.process import interrupt_on_sigterm, is_oom
+from common.measure.process import interrupt_on_sigterm, is_oom, oom_device
 from common.measure.profiling import mark_rank, profiler
 from common.measure.settings import CLOSURE
 from common.measure.stages import Phases, compile_stats, eager_compiled, read_evidence, shut_down
@@ -539,28 +539,41 @@ class Observer:
 
     # --- after the script -------------------------------------------------------------------------
     def out_of_memory(self, e: BaseException, recorder: "memory.OomRecorder | None") -> OutOfMemory:
-        """Where the script ran out of memory, and on CUDA the allocator's figures (as its out-of-memory
-        observer saw them where it ran, else read now) and the snapshot of the recorded history."""
+        """Where the script ran out of memory, which memory (as its error says), and on CUDA the
+        allocator's figures (as its out-of-memory observer last saw them fail, else read now) and the
+        snapshot of the recorded history. Whatever cannot be read is said; the record is always made."""
         message = " ".join(str(e).split())
-        cuda = isinstance(e, torch.cuda.OutOfMemoryError) or "CUDA" in message
-        on = torch.device("cuda") if cuda and torch.cuda.is_available() else torch.device("cpu")
-        found = OutOfMemory(env=stamp.take(self.device or on), device="cuda" if cuda else "cpu", stage=self.stage,
-                            steps_seen=self.ends, message=message[:600])
-        if not (cuda and torch.cuda.is_available()):
-            return found
-        seen = recorder.seen if recorder else None
-        if seen is None:  # the first run, or an error the allocator did not raise: read as it reached us
-            index = torch.cuda.current_device()
-            seen = {"requested": None, "allocated": torch.cuda.memory_allocated(index),
-                    "reserved": torch.cuda.memory_reserved(index), "free": torch.cuda.mem_get_info(index)[0],
-                    "allowed": torch.cuda.get_device_properties(index).total_memory}
-        else:
-            found.at_failure = True
-        mb = lambda key: None if seen[key] is None else seen[key] / 2**20  # noqa: E731
-        found.requested_mb, found.allocated_mb, found.reserved_mb = mb("requested"), mb("allocated"), mb("reserved")
-        found.free_mb, found.allowed_mb = mb("free"), mb("allowed")
-        if recorder and (path := recorder.at_error()):
-            found.snapshot, found.view_snapshot = path, memory.how_to_view(Path(path))
+        found = OutOfMemory(env=None, device=oom_device(e, message), stage=self.stage, steps_seen=self.ends,
+                            message=message[:600])
+        try:
+            cuda = found.device == "cuda" and torch.cuda.is_initialized()
+            found.env = stamp.take(self.device or torch.device("cuda" if cuda else "cpu"))
+            if not cuda:
+                return found
+            seen = recorder.seen if recorder else None
+            found.at_failure = seen is not None and isinstance(e, torch.OutOfMemoryError)
+            if recorder and recorder.observer_failed:
+                found.notes.append(f"the allocator's out-of-memory observer failed ({recorder.observer_failed}): "
+                                   "the figures are read where the error was caught")
+            if recorder and recorder.failures > 1:
+                found.notes.append(f"the allocator failed {recorder.failures} times before the script ended: "
+                                   "the figures are the last failure's (cuDNN retries a smaller workspace; "
+                                   "a script may catch its OOM and try again)")
+            seen = seen if found.at_failure else memory.at_error(message)
+            mb = lambda key: None if seen.get(key) is None else seen[key] / 2**20  # noqa: E731
+            found.requested_mb, found.allocated_mb, found.reserved_mb = mb("requested"), mb("allocated"), mb("reserved")
+            found.inactive_split_mb, found.free_mb, found.allowed_mb = mb("inactive_split"), mb("free"), mb("allowed")
+            found.expandable_segments = "expandable_segments:true" in os.environ.get(
+                "PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "").lower()
+            if recorder:
+                if path := recorder.at_error():
+                    found.snapshot, found.view_snapshot = path, memory.how_to_view(Path(path))
+                else:
+                    found.notes.append(f"no snapshot: {recorder.unavailable}")
+        except Exception as failed:  # an error that also broke CUDA's context: the figures it could not give
+            found.notes.append(f"the device's figures could not be read ({type(failed).__name__}: {failed})")
+        if found.env is None:
+            found.env = stamp.take(torch.device("cpu"))
         return found
 
     def finish(self, how: str) -> Observation:
@@ -679,6 +692,7 @@ def parse_args(argv):
         p.error("give the script after --: ... -- path/to/train.py its args")
     args.script, args.script_args = str(Path(rest[0]).resolve()), rest[1:]
     args.out, args.trace_dir = str(Path(args.out).absolute()), str(Path(args.trace_dir).absolute())  # before chdir
+    args.oom_snapshot = args.oom_snapshot and str(Path(args.oom_snapshot).absolute())
     return args
 
 
@@ -698,8 +712,7 @@ def main(argv=None) -> int:
         import numpy
 
         numpy.random.seed(0)
-    recorder = (memory.OomRecorder(Path(args.oom_snapshot).absolute())
-                if args.oom_snapshot and torch.cuda.is_available() else None)
+    recorder = memory.OomRecorder(Path(args.oom_snapshot)) if args.oom_snapshot else None  # as CUDA starts
     observer = Observer(args)
     observer.install()
     how = "script ended"

@@ -13,7 +13,12 @@ from common.errors import EXIT_OOM, CookbookError
 
 # the allocator's words, and the CUDA libraries' when they cannot allocate their own workspace:
 # CUDNN_STATUS_ALLOC_FAILED, CUBLAS_STATUS_ALLOC_FAILED, CUFFT_ALLOC_FAILED, CUSOLVER_STATUS_ALLOC_FAILED ...
-OOM_WORDS = ("out of memory", "can't allocate memory", "ALLOC_FAILED")
+OOM_WORDS = ("out of memory", "can't allocate memory", "ALLOC_FAILED", "ALLOCATION_FAILED")
+# which memory ran out, as the error says: the host's allocator, or the GPU's (the caching allocator's
+# own error, the driver's, a CUDA library's failed allocation: cuDNN 9 says DEVICE_ALLOCATION_FAILED)
+HOST_OOM = ("DefaultCPUAllocator", "can't allocate memory")
+DEVICE_OOM = ("CUDA out of memory", "CUDA error: out of memory", "DEVICE_ALLOCATION_FAILED", "CUBLAS_STATUS_ALLOC",
+              "CUFFT_ALLOC_FAILED", "CUSOLVER_STATUS_ALLOC", "CUDNN_STATUS_ALLOC", "NCCL")
 # what cuDNN and cuBLAS say near a memory cap, in other words: no engine whose workspace fits, a
 # handle that could not be created. Without a cap these are genuine errors (an unsupported
 # configuration), so they count as out of memory only when the run capped its memory.
@@ -29,6 +34,16 @@ def is_oom(exc: BaseException, capped: bool = False) -> bool:
         return False
     text = str(exc)
     return any(w in text for w in OOM_WORDS) or (capped and any(w in text for w in CAPPED_OOM_WORDS))
+
+
+def oom_device(exc: BaseException, message: str) -> str:
+    """"cpu" or "cuda" as the out-of-memory error says; "other" for another accelerator's
+    (torch.OutOfMemoryError is every backend's: MPS, XPU)."""
+    if any(w in message for w in HOST_OOM):
+        return "cpu"
+    if any(w in message for w in DEVICE_OOM):
+        return "cuda"
+    return "other" if isinstance(exc, torch.OutOfMemoryError) else "cpu"
 
 
 def _terminate(signum, frame):

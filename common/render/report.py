@@ -583,8 +583,7 @@ def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
     for workload, entry in comparison.workloads.items():
         for name, v in _variants(entry):
             if v.evidence:
-                page_of = (f", its page [{Path(v.evidence.page).name}]({os.path.relpath(v.evidence.page, reports_dir)})"
-                           if v.evidence.page and Path(v.evidence.page).is_file() else "")
+                page_of = f", its page `{env.shown_path(v.evidence.page)}`" if v.evidence.page else ""
                 lines.append(f"- {workload} {name}: `{env.shown_path(v.evidence.trace)}`{page_of}")
             elif v.unread:  # a tour's child left it for make finalize, which reads it where it came back
                 lines.append(f"- {workload} {name}: `{env.shown_path(v.unread.trace)}`, not read: "

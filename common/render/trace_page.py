@@ -245,7 +245,7 @@ def beside(trace: Path) -> str | None:
     trace = Path(trace)
     try:
         return str(write([("run", trace)], page_for(trace), trace.name))
-    except (OSError, ValueError, KeyError) as e:
+    except Exception as e:  # a trace this page cannot draw costs the page, never the run's evidence
         print(f"[cookbook] no page for {trace.name}: {type(e).__name__}: {e}", file=sys.stderr)
         return None
 

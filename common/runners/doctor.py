@@ -104,10 +104,17 @@ def main(argv=None) -> int:
     launch.ensure_ceiling(launch.cuda_available())  # in a child first: never inside the user's job
     print(f"doctor: running {shlex.join([os.path.relpath(script), *args.script_args])} "
           f"(log: {out_dir / 'observation.log'})", flush=True)
+    kills = launch.oom_kills()
     outcome = launch.child(["-m", "common.measure.observer"], flags, out_dir / "observation.json", cpus=cpus,
                            echo=launch.echo, read=None)
     if outcome.returncode == EXIT_OOM and oom_path(out_dir / "observation.json").is_file():
-        return out_of_memory(argv, flags, out_dir, reports, cpus)
+        return out_of_memory(argv, flags, out_dir, reports, cpus, outcome.seconds)
+    if outcome.returncode in (-9, 137):  # SIGKILL: a host out of memory ends here, not in an exception
+        now = launch.oom_kills()
+        print("doctor: the script was killed (SIGKILL)" + (
+            f": the kernel's out-of-memory killer ran while it did (/proc/vmstat oom_kill {kills} -> {now}): it "
+            "ran out of the host's memory" if None not in (kills, now) and now > kills else
+            ": on Linux most often the kernel's out-of-memory killer (`dmesg` says)"), file=sys.stderr)
     if outcome.kind != "ok":
         if outcome.returncode != EXIT_COOKBOOK_FAULT and (line := missing_path(outcome, args.cwd)):
             print(line, file=sys.stderr)
@@ -152,12 +159,21 @@ def main(argv=None) -> int:
     return 0
 
 
-def out_of_memory(argv, flags: list[str], out_dir: Path, reports: Path, cpus) -> int:
+RERUN_AT_MOST = 3  # times the first run's time: recording slows allocations, a hang must not hold the doctor
+DISTRIBUTED = ("WORLD_SIZE", "LOCAL_RANK")  # torchrun's: a rank run again alone would wait for the others
+
+
+def out_of_memory(argv, flags: list[str], out_dir: Path, reports: Path, cpus, first_s: float) -> int:
     """The script ran out of memory: on CUDA it runs once more with the allocator's history recorded from
     its start (recording slows every allocation, so never in the measured run), for the snapshot at the
     error; then a report of where it ran out, the figures, the snapshot and the recipes that cut memory."""
-    oom = read_result(oom_path(out_dir / "observation.json"), OutOfMemory, "make doctor SCRIPT=...")
-    if oom.device == "cuda" and launch.cuda_available():
+    oom = first = read_result(oom_path(out_dir / "observation.json"), OutOfMemory, "make doctor SCRIPT=...")
+    distributed = [v for v in DISTRIBUTED if v in os.environ]
+    if oom.device == "cuda" and distributed:
+        oom.notes.append(f"no snapshot: a rank of a distributed run ({', '.join(distributed)} set) is not run "
+                         "again alone; `--memory-snapshot` on a recipe, or torch.cuda.memory._record_memory_history "
+                         "in the script, records one")
+    elif oom.device == "cuda" and launch.cuda_available():
         snapshot = out_dir / "oom_memory_snapshot.pickle"
         snapshot.unlink(missing_ok=True)  # an earlier run's is not this one's
         rerun = out_dir / "oom_rerun.json"
@@ -167,12 +183,13 @@ def out_of_memory(argv, flags: list[str], out_dir: Path, reports: Path, cpus) ->
         cut = flags.index("--")
         again = launch.child(["-m", "common.measure.observer"],
                              flags[:cut] + ["--oom-snapshot", str(snapshot)] + flags[cut:], rerun, cpus=cpus,
-                             echo=launch.echo, read=None)
+                             read=None, timeout=max(RERUN_AT_MOST * first_s, 120.0))
         if again.returncode == EXIT_OOM and oom_path(rerun).is_file():
             oom = read_result(oom_path(rerun), OutOfMemory, "make doctor SCRIPT=...")
-            if not oom.snapshot:
-                oom.notes.append(f"the second run ran out of memory too, but its snapshot was not written: see "
-                                 f"{env.shown_path(again.log)}")
+            if (oom.stage, oom.steps_seen) != (first.stage, first.steps_seen):
+                oom.notes.append(f"the second run ran out elsewhere ({oom.stage}, after {oom.steps_seen} steps) "
+                                 f"than the first ({first.stage}, after {first.steps_seen} steps): the figures and "
+                                 "the snapshot are the second's")
         else:
             oom.notes.append(f"its second run, recording the allocator's history, did not run out of memory "
                              f"(exit {again.returncode}; {env.shown_path(again.log)}): no snapshot; the failure "

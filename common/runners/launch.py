@@ -580,3 +580,16 @@ def rounds(items, run_one, most: int, counter: Counter, stage, label, stop=None)
     finally:
         counter.settle(stage)  # what it ran is all it runs
     return done
+
+
+def oom_kills(vmstat: Path = Path("/proc/vmstat")) -> int | None:
+    """How many processes the Linux kernel's out-of-memory killer has ended since boot (None where it
+    does not say): a child ended by SIGKILL while it rose ran out of the host's memory."""
+    try:
+        for line in vmstat.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == "oom_kill":
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
