@@ -214,7 +214,21 @@ def test_a_rank_of_a_distributed_run_is_not_run_again_alone(tmp_path, monkeypatc
     assert "a rank of a distributed run (WORLD_SIZE set)" in next(tmp_path.glob("doctor_*.md")).read_text()
 
 
-def test_a_script_killed_by_sigkill_is_said_as_the_kernels_oom_killer_most_often(tmp_path):
-    proc = doctor(tmp_path, PLAIN / "killed.py", "--warmup", "5", ok=False)
-    assert proc.returncode != 0 and "the script was killed (SIGKILL)" in proc.stderr, proc.stderr
+@pytest.mark.parametrize("kills,said", [((3, 4), "the kernel's out-of-memory killer ran while it did "
+                                                  "(/proc/vmstat oom_kill 3 -> 4)"),
+                                         ((3, 3), "on Linux most often the kernel's out-of-memory killer")])
+def test_a_script_killed_by_sigkill_is_said_as_the_kernels_oom_killer(kills, said, tmp_path, monkeypatch, capsys):
+    """A host out of memory ends the script by SIGKILL, not an exception: said from the exit status, and
+    as the OOM killer's work where /proc/vmstat's count rose during the run."""
+    from common.runners import doctor as runner
+    from common.runners import launch
+
+    counts = iter(kills)
+    monkeypatch.setattr(launch, "oom_kills", lambda: next(counts))
+    monkeypatch.setattr(launch, "ensure_ceiling", lambda cuda: None)
+    monkeypatch.setattr(launch, "child", lambda target, flags, out, **kw: launch.Outcome(
+        "failed", None, 3.0, Path(out).with_suffix(".log"), -9, ["Killed"]))
+    assert runner.main([str(PLAIN / "runs_out_of_memory.py"), "--reports-dir", str(tmp_path)]) == -9
+    err = capsys.readouterr().err
+    assert "doctor: the script was killed (SIGKILL)" in err and said in err and "no report written" in err
     assert not list(tmp_path.glob("doctor_*.md"))
