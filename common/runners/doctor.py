@@ -190,6 +190,10 @@ def out_of_memory(argv, flags: list[str], out_dir: Path, reports: Path, cpus, fi
                 oom.notes.append(f"the second run ran out elsewhere ({oom.stage}, after {oom.steps_seen} steps) "
                                  f"than the first ({first.stage}, after {first.steps_seen} steps): the figures and "
                                  "the snapshot are the second's")
+        elif again.kind == "cut":
+            oom.notes.append(f"its second run, recording the allocator's history, was stopped after "
+                             f"{again.seconds:.0f} s ({RERUN_AT_MOST}x the first run's time): no snapshot; "
+                             f"{env.shown_path(again.log)}")
         else:
             oom.notes.append(f"its second run, recording the allocator's history, did not run out of memory "
                              f"(exit {again.returncode}; {env.shown_path(again.log)}): no snapshot; the failure "
