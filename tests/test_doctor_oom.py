@@ -45,9 +45,11 @@ class FakeAllocator:
         monkeypatch.setattr(torch._C, "_cuda_attach_out_of_memory_observer", self.observers.append, raising=False)
         monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
                             lambda enabled="all", **kw: self.recording.append((enabled, kw)))
-        monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda: {"segments": ["as the error reached us"]})
+        self.snapshot = {"segments": ["as the error reached us"], "allocator_settings": {"expandable_segments": False}}
+        monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda: self.snapshot)
         self.stats = {"allocated_bytes.all.current": 70 * 2**30, "reserved_bytes.all.current": 78 * 2**30,
-                      "inactive_split_bytes.all.current": 6 * 2**30}
+                      "inactive_split_bytes.all.current": 6 * 2**30,
+                      "inactive_split_bytes.large_pool.current": 5 * 2**30}
         monkeypatch.setattr(torch.cuda, "memory_stats", lambda device=None: self.stats)
 
     def initialise(self):  # the script's first CUDA use: torch.cuda._lazy_init runs the queued calls
@@ -73,7 +75,7 @@ def test_the_recorder_starts_with_cuda_keeps_the_last_failure_and_dumps_at_the_e
     assert recorder.failures == 2 and recorder.seen["requested"] == 2**30 and recorder.seen["allocated"] == 70 * 2**30
     assert not (tmp_path / "oom.pickle").exists()  # nothing written inside the failing allocation
     assert recorder.at_error() == str(tmp_path / "oom.pickle")
-    assert pickle.loads((tmp_path / "oom.pickle").read_bytes()) == {"segments": ["as the error reached us"]}
+    assert pickle.loads((tmp_path / "oom.pickle").read_bytes()) == fake.snapshot
     assert fake.recording[-1] == (None, {})  # recording off once the snapshot is written
 
 
@@ -116,9 +118,29 @@ def test_the_observer_reads_the_failure_as_the_allocator_saw_it(tmp_path, monkey
     except torch.cuda.OutOfMemoryError as e:
         found = obs.out_of_memory(e, recorder)
     assert found.device == "cuda" and found.at_failure and found.stage == "warm-up" and found.steps_seen == 3
+    # a 4 GiB request is the large pool's: its split blocks' free memory, not the small pool's as well
     assert (found.requested_mb, found.allocated_mb, found.reserved_mb, found.inactive_split_mb, found.free_mb,
-            found.allowed_mb) == (4096, 70 * 1024, 78 * 1024, 6 * 1024, 1024, 80 * 1024)
+            found.allowed_mb) == (4096, 70 * 1024, 78 * 1024, 5 * 1024, 1024, 80 * 1024)
     assert found.snapshot == str(tmp_path / "oom.pickle") and "_memory_viz trace_plot" in found.view_snapshot
+    assert not found.expandable_segments
+
+
+def test_the_snapshot_is_written_first_and_survives_figures_a_broken_context_cannot_give(tmp_path, monkeypatch):
+    """A CUDA context the error broke fails every figure; the snapshot (host-side) is written before them.
+    Expandable segments are read from the allocator's own settings, which a script may set in code."""
+    from common.measure import observer
+
+    fake = FakeAllocator(monkeypatch)
+    fake.snapshot["allocator_settings"]["expandable_segments"] = True
+    monkeypatch.setattr(observer.stamp, "take", lambda device: stamp("cpu") if device.type == "cpu" else 1 / 0)
+    recorder = memory.OomRecorder(tmp_path / "oom.pickle")
+    fake.initialise()
+    obs = observer.Observer.__new__(observer.Observer)
+    obs.stage, obs.ends, obs.device = "timed steps", 9, torch.device("cuda")
+    found = obs.out_of_memory(RuntimeError("CUDA error: out of memory"), recorder)
+    assert found.snapshot == str(tmp_path / "oom.pickle") and found.allocated_mb is None
+    assert any("figures could not be read (ZeroDivisionError" in n for n in found.notes)
+    assert memory.expandable_segments(recorder) and not memory.expandable_segments(None)
 
 
 def test_without_the_observer_the_figures_are_read_on_the_gpu_the_error_names(monkeypatch):
@@ -136,6 +158,8 @@ def test_without_the_observer_the_figures_are_read_on_the_gpu_the_error_names(mo
     ("CUDA out of memory. Tried to allocate 2.00 GiB.", torch.OutOfMemoryError, "cuda"),
     ("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED", RuntimeError, "cuda"),
     ("cuFFT error: CUFFT_ALLOC_FAILED", RuntimeError, "cuda"),
+    ("Triton Error [CUDA]: out of memory", RuntimeError, "cuda"),
+    ("CUDA driver error: out of memory", RuntimeError, "cuda"),
     ("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory", RuntimeError, "cpu"),
     ("MPS backend out of memory (MPS allocated: 17.00 GB)", torch.OutOfMemoryError, "other"),
 ])

@@ -1,6 +1,7 @@
 """Peak memory: allocator peaks on CUDA, the process's peak resident set on CPU; and the allocator's
 history recorded up to an out-of-memory error (the doctor's second run of a script that ran out)."""
 import contextlib
+import os
 import pickle
 import resource
 import sys
@@ -61,6 +62,17 @@ def how_to_view(snapshot: Path) -> str:
             f"python -m torch.cuda._memory_viz trace_plot {snapshot} -o {snapshot.with_suffix('.html')}")
 
 
+ALLOC_CONF = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")  # torch reads either
+
+
+def expandable_segments(recorder: "OomRecorder | None" = None) -> bool:
+    """Whether the allocator grows its segments (expandable_segments): as its snapshot recorded it,
+    else as the environment set it (a script may set it in code; only the snapshot sees that)."""
+    if recorder is not None and "expandable_segments" in recorder.settings:
+        return bool(recorder.settings["expandable_segments"])
+    return any("expandable_segments:true" in os.environ.get(v, "").replace(" ", "").lower() for v in ALLOC_CONF)
+
+
 class OomRecorder:
     """On CUDA, the allocator's history recorded from the script's first CUDA use (each allocation and
     free with its Python stack, the last MAX_ENTRIES), and the snapshot dumped once the script's
@@ -78,13 +90,14 @@ class OomRecorder:
         self.path, self.seen, self.failures = Path(path), None, 0
         self.unavailable: str | None = None  # why there is no history, once CUDA said
         self.observer_failed: str | None = None
+        self.settings: dict = {}  # the allocator's settings, as its snapshot records them
         torch.cuda._lazy_call(self._start)
 
     def _start(self) -> None:
         try:  # run inside CUDA's initialisation: an error here would become the script's
             if torch.cuda.get_allocator_backend() != "native":
                 self.unavailable = (f"the allocator is {torch.cuda.get_allocator_backend()} "
-                                    "(PYTORCH_CUDA_ALLOC_CONF), which records no history")
+                                    f"({' or '.join(ALLOC_CONF)}), which records no history")
                 return
             torch.cuda.memory._record_memory_history(max_entries=self.MAX_ENTRIES, stacks="python")
             torch._C._cuda_attach_out_of_memory_observer(self._observe)
@@ -99,7 +112,7 @@ class OomRecorder:
             self.failures += 1
             self.seen = {"device": device, "requested": requested, "allowed": allowed, "free": free,
                          **_held(device)}
-        except BaseException as e:  # noqa: BLE001
+        except Exception as e:  # (a KeyboardInterrupt, the doctor's time limit, still ends the script)
             self.seen, self.observer_failed = None, f"{type(e).__name__}: {e}"
 
     def at_error(self) -> str | None:
@@ -111,8 +124,10 @@ class OomRecorder:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             part = self.path.with_name(f".{self.path.name}.part")
+            snapshot = torch.cuda.memory._snapshot()
+            self.settings = snapshot.get("allocator_settings") or {}
             with open(part, "wb") as f:
-                pickle.dump(torch.cuda.memory._snapshot(), f)
+                pickle.dump(snapshot, f)
             part.replace(self.path)  # a half-written snapshot is never taken for one
             return str(self.path)
         except Exception as e:  # the report says why; the OOM is still reported
@@ -127,7 +142,8 @@ def _held(device: int) -> dict:
     """The caching allocator's memory on a device: in tensors, reserved, and free inside split blocks
     it cannot release (what a request larger than each of them cannot use: fragmentation)."""
     stats = torch.cuda.memory_stats(device)
-    return {key: stats.get(f"{key}_bytes.all.current", 0) for key in ("allocated", "reserved", "inactive_split")}
+    return {**{key: stats.get(f"{key}_bytes.all.current", 0) for key in ("allocated", "reserved", "inactive_split")},
+            "inactive_split_large": stats.get("inactive_split_bytes.large_pool.current", 0)}
 
 
 def at_error(message: str) -> dict:

@@ -545,8 +545,13 @@ class Observer:
         message = " ".join(str(e).split())
         found = OutOfMemory(env=None, device=oom_device(e, message), stage=self.stage, steps_seen=self.ends,
                             message=message[:600])
+        cuda = found.device == "cuda" and torch.cuda.is_initialized()
+        if cuda and recorder:  # first: host-side only, it outlives a CUDA context the error broke
+            if path := recorder.at_error():
+                found.snapshot, found.view_snapshot = path, memory.how_to_view(Path(path))
+            else:
+                found.notes.append(f"no snapshot: {recorder.unavailable}")
         try:
-            cuda = found.device == "cuda" and torch.cuda.is_initialized()
             found.env = stamp.take(self.device or torch.device("cuda" if cuda else "cpu"))
             if not cuda:
                 return found
@@ -555,21 +560,18 @@ class Observer:
             if recorder and recorder.observer_failed:
                 found.notes.append(f"the allocator's out-of-memory observer failed ({recorder.observer_failed}): "
                                    "the figures are read where the error was caught")
-            if recorder and recorder.failures > 1:
+            if found.at_failure and recorder.failures > 1:
                 found.notes.append(f"the allocator failed {recorder.failures} times before the script ended: "
                                    "the figures are the last failure's (cuDNN retries a smaller workspace; "
                                    "a script may catch its OOM and try again)")
             seen = seen if found.at_failure else memory.at_error(message)
             mb = lambda key: None if seen.get(key) is None else seen[key] / 2**20  # noqa: E731
             found.requested_mb, found.allocated_mb, found.reserved_mb = mb("requested"), mb("allocated"), mb("reserved")
-            found.inactive_split_mb, found.free_mb, found.allowed_mb = mb("inactive_split"), mb("free"), mb("allowed")
-            found.expandable_segments = "expandable_segments:true" in os.environ.get(
-                "PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "").lower()
-            if recorder:
-                if path := recorder.at_error():
-                    found.snapshot, found.view_snapshot = path, memory.how_to_view(Path(path))
-                else:
-                    found.notes.append(f"no snapshot: {recorder.unavailable}")
+            # a request over 1 MiB comes from the large pool: the small pool's split blocks can never serve it
+            large = seen.get("requested") is not None and seen["requested"] > 2**20
+            found.inactive_split_mb = mb("inactive_split_large" if large else "inactive_split")
+            found.free_mb, found.allowed_mb = mb("free"), mb("allowed")
+            found.expandable_segments = memory.expandable_segments(recorder)
         except Exception as failed:  # an error that also broke CUDA's context: the figures it could not give
             found.notes.append(f"the device's figures could not be read ({type(failed).__name__}: {failed})")
         if found.env is None:

@@ -17,7 +17,8 @@ OOM_WORDS = ("out of memory", "can't allocate memory", "ALLOC_FAILED", "ALLOCATI
 # which memory ran out, as the error says: the host's allocator, or the GPU's (the caching allocator's
 # own error, the driver's, a CUDA library's failed allocation: cuDNN 9 says DEVICE_ALLOCATION_FAILED)
 HOST_OOM = ("DefaultCPUAllocator", "can't allocate memory")
-DEVICE_OOM = ("CUDA out of memory", "CUDA error: out of memory", "DEVICE_ALLOCATION_FAILED", "CUBLAS_STATUS_ALLOC",
+DEVICE_OOM = ("CUDA out of memory", "CUDA error: out of memory", "CUDA driver error: out of memory",
+              "Triton Error [CUDA]: out of memory", "DEVICE_ALLOCATION_FAILED", "CUBLAS_STATUS_ALLOC",
               "CUFFT_ALLOC_FAILED", "CUSOLVER_STATUS_ALLOC", "CUDNN_STATUS_ALLOC", "NCCL")
 # what cuDNN and cuBLAS say near a memory cap, in other words: no engine whose workspace fits, a
 # handle that could not be created. Without a cap these are genuine errors (an unsupported

@@ -252,7 +252,8 @@ def render_oom_markdown(oom: OutOfMemory, script: Path, figures: dict[str, Figur
                 and not oom.expandable_segments):
             lines += ["", f"{_gib(oom.inactive_split_mb)} were free inside split blocks, more than the request, "
                       "yet in no piece large enough: likely fragmentation. "
-                      "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` lets the allocator's segments grow "
+                      "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` (or `PYTORCH_ALLOC_CONF`) lets the "
+                      "allocator's segments grow "
                       "instead of adding new ones."]
         lines.append("")
     lines += ["## What held the memory", ""]

@@ -198,6 +198,9 @@ def out_of_memory(argv, flags: list[str], out_dir: Path, reports: Path, cpus, fi
             oom.notes.append(f"its second run, recording the allocator's history, did not run out of memory "
                              f"(exit {again.returncode}; {env.shown_path(again.log)}): no snapshot; the failure "
                              "depends on more than the script (other processes on the GPU, say)")
+    elif oom.device == "other":
+        oom.notes.append("a memory snapshot records CUDA's caching allocator: this ran out of another "
+                         "accelerator's memory")
     elif oom.device != "cuda":
         oom.notes.append("a memory snapshot records CUDA's caching allocator: this ran out of the host's memory, "
                          "which it does not see")
