@@ -107,7 +107,7 @@ def test_the_observer_reads_the_failure_as_the_allocator_saw_it(tmp_path, monkey
     from common.measure import observer
 
     fake = FakeAllocator(monkeypatch)
-    monkeypatch.setattr(memory, "at_error", lambda message: pytest.fail("read from the allocator's observer"))
+    monkeypatch.setattr(memory, "figures_at_error", lambda message: pytest.fail("read from the allocator's observer"))
     monkeypatch.setattr(observer.stamp, "take", lambda device: stamp("cuda"))
     recorder = memory.OomRecorder(tmp_path / "oom.pickle")
     fake.initialise()
@@ -150,7 +150,8 @@ def test_without_the_observer_the_figures_are_read_on_the_gpu_the_error_names(mo
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (2**30, 80 * 2**30))
     monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda device: 0.5)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: type("P", (), {"total_memory": 80 * 2**30}))
-    seen = memory.at_error("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 1 has a total capacity of 79 GiB")
+    seen = memory.figures_at_error("CUDA out of memory. Tried to allocate 20.00 MiB. "
+                                   "GPU 1 has a total capacity of 79 GiB")
     assert seen["device"] == 1 and seen["allowed"] == 40 * 2**30 and seen["requested"] is None
 
 

@@ -146,7 +146,7 @@ def _held(device: int) -> dict:
             "inactive_split_large": stats.get("inactive_split_bytes.large_pool.current", 0)}
 
 
-def at_error(message: str) -> dict:
+def figures_at_error(message: str) -> dict:
     """The figures read where an out-of-memory error was caught (no observer saw it fail): on the GPU
     the message names, else the current one; what the process may use, the fraction's cap applied."""
     import re

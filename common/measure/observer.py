@@ -564,7 +564,7 @@ class Observer:
                 found.notes.append(f"the allocator failed {recorder.failures} times before the script ended: "
                                    "the figures are the last failure's (cuDNN retries a smaller workspace; "
                                    "a script may catch its OOM and try again)")
-            seen = seen if found.at_failure else memory.at_error(message)
+            seen = seen if found.at_failure else memory.figures_at_error(message)
             mb = lambda key: None if seen.get(key) is None else seen[key] / 2**20  # noqa: E731
             found.requested_mb, found.allocated_mb, found.reserved_mb = mb("requested"), mb("allocated"), mb("reserved")
             # a request over 1 MiB comes from the large pool: the small pool's split blocks can never serve it
