@@ -235,6 +235,8 @@ class Run:
         source = stream = iter(batches)
         if (pace := faults.pace(self.variant)) is not None:
             stream = faults.paced(stream, pace)
+        if (pattern := faults.waits(self.variant)) is not None:
+            stream = faults.waiting(stream, pattern)
         if fault := faults.planned(self.variant, self.pair, self.workload):
             stream = faults.wrap(stream, fault, armed=lambda: self.stage == "timed steps")
         feed = self._feed = stages.Feed(stream, self._phases)
@@ -265,7 +267,6 @@ class Run:
             torch.manual_seed(self.seed + 1)  # an A/A's second role: its own dropout stream from here on
             self._randomness.reseeded_at = shared_steps
         mark("probe")
-        self.stage = "timed steps"
         self._monitor = GpuMonitor(self.device)
         if self._monitor.notice:
             self.notices.append(self._monitor.notice)
@@ -274,9 +275,13 @@ class Run:
             from common import distributed
 
             n = distributed.agree_max(n)
+        if self.world == 1:  # a loader's queue drained to its steady level (ranks would each settle apart)
+            self.stage = "settling"
+            yield from stages.settle(feed, source, phases.ranges)
+        self.stage = "timed steps"
         with contention.Window() as busy:  # what else ran on these cores while the steps were timed
             m.timing, m.memory = yield from stages.timed(feed, self.device, n, cfg.batch_size, warm, phases,
-                                                         self._monitor)
+                                                         self._monitor, getattr(source, "_num_workers", None))
         self._load = busy.load
         m.batch_bytes = stages.nbytes(feed.last)
         mark("timed")

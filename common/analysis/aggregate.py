@@ -5,30 +5,33 @@ from dataclasses import fields
 from statistics import fmean, median
 
 from common.analysis import ceiling, stats
-from common.analysis.results import HostFigures, Parity, RunResult, VariantAggregate
+from common.analysis.results import MEAN, HostFigures, Parity, RunResult, VariantAggregate
 
 
 def aggregate(runs: list[RunResult]) -> VariantAggregate:
-    """One variant over its processes: the median of the per-process medians, their spread, the
-    pooled steps' tail, and the evidence of the profiled (first) run."""
+    """One variant over its processes: the median of the per-process figures (each its timed
+    stretch's time over its steps), their spread, the pooled steps' median and tail, where the steps
+    came in bursts, and the evidence of the profiled (first) run."""
     first = runs[0]
     base = dict(config=first.config, env=first.env, data_source=first.data_source, notices=first.notices,
                 warnings=sorted({w for r in runs for w in r.warnings}))
     oom = next((r for r in runs if r.status == "oom"), None)
     if oom:
         return VariantAggregate(status="oom", oom=oom.oom, **{**base, "config": oom.config})
-    medians = [r.timing.summary.median_ms for r in runs]
+    figures = [r.timing.summary.mean_ms for r in runs]
     pooled = stats.summarize([ms for r in runs for ms in r.timing.step_ms], first.config.batch_size)
     host = HostFigures()
     for f in fields(HostFigures):  # each the median of the Timing field of the same name
         values = [getattr(r.timing, f.name) for r in runs if getattr(r.timing, f.name) is not None]
         setattr(host, f.name, median(values) if values else None)
     profiled = next((r for r in runs if r.evidence is not None or r.unread is not None), first)
-    med = median(medians)
+    figure = median(figures)
     return VariantAggregate(
-        status="ok", **base, process_medians_ms=medians, median_ms=med, between_cv=stats.cv(medians),
+        status="ok", **base, process_ms=figures, step_ms=figure, statistic=MEAN, between_cv=stats.cv(figures),
         within_cv=median(r.timing.summary.cv for r in runs), pooled=pooled,
-        throughput_per_s=first.config.batch_size * 1000.0 / med if med > 0 else 0.0,
+        throughput_per_s=first.config.batch_size * 1000.0 / figure if figure > 0 else 0.0,
+        bursts=[r.timing.bursts for r in runs],
+        load=max((r.load for r in runs if r.load is not None), key=lambda x: x.others_cores, default=None),
         warmup_s=[r.timing.warmup_s for r in runs], host=host,
         memory=max((r.memory for r in runs), key=lambda m: m.peak_mb),
         evidence=profiled.evidence, flops_per_step=profiled.flops_per_step, bytes_per_step=first.bytes_per_step,

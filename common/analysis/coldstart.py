@@ -26,8 +26,8 @@ def first_step_s(r: RunResult) -> float | None:
 
 
 def one_time_s(t: Timing) -> float:
-    """The warm-up's wall time beyond its steps at the steady pace (the timed steps' median)."""
-    return max(0.0, t.warmup_s - t.warmup_steps * t.summary.median_ms / 1000)
+    """The warm-up's wall time beyond its steps at the steady pace (the timed stretch's mean step)."""
+    return max(0.0, t.warmup_s - t.warmup_steps * t.summary.mean_ms / 1000)
 
 
 def compiled(runs: list[RunResult]) -> bool:
@@ -35,10 +35,11 @@ def compiled(runs: list[RunResult]) -> bool:
 
 
 def measured(runs: list[RunResult], measure: str) -> list[float]:
-    """Each process's figure for the headline: its median step (ms) or its time to first step (s)."""
+    """Each process's figure for the headline: its ms per step (the timed stretch over its steps) or
+    its time to first step (s)."""
     if measure == "first step":
         return [s for s in (first_step_s(r) for r in runs) if s is not None]
-    return [r.timing.summary.median_ms for r in runs]
+    return [r.timing.summary.mean_ms for r in runs]
 
 
 def _sign(interval, point) -> int:

@@ -72,8 +72,9 @@ def analyse(result: RunResult) -> Diagnosis:
     views = ev.views if ev else None
     return Diagnosis(
         baseline=Baseline(batch_size=result.config.batch_size, cv=t.summary.cv,
-                          **{m: metrics.get(m).value(v) for m in ("median_ms", "p95_ms", "throughput", "peak_mb",
-                                                                  "tflops", "mfu")}),
+                          bursts=t.bursts,
+                          **{m: metrics.get(m).value(v) for m in ("step_ms", "median_ms", "p95_ms", "throughput",
+                                                                  "peak_mb", "tflops", "mfu")}),
         bottleneck=Bottleneck(step_ms=step, costs={f.kind: f.cost for f in findings},
                               gpu_util=gpu.gpu_util_mean if gpu and gpu.available else None,
                               syncs_per_step=ev.syncs_per_step if ev else None,

@@ -129,6 +129,8 @@ def _decode(tp, value):
         _, item = typing.get_args(tp) or (str, typing.Any)
         return {k: _decode(item, v) for k, v in value.items()}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        renamed = getattr(tp, "RENAMED", {})  # a field's older name, in files written before it changed
+        value = {renamed.get(k, k): v for k, v in value.items()}
         hints = typing.get_type_hints(tp)
         names = {f.name for f in dataclasses.fields(tp)}
         return tp(**{k: _decode(hints[k], v) for k, v in value.items() if k in names})
@@ -160,7 +162,9 @@ def read_result(path: Path, cls, rerun: str = "make recipe-<name>"):
 # --- a run ---------------------------------------------------------------------------------------
 @dataclass
 class Summary(Record):
-    """Statistics of step times in ms: the median first, with its spread, never the mean alone."""
+    """Statistics of step times in ms. `mean_ms` is the process's figure: the timed stretch's wall
+    time over its steps, over whole periods of whatever repeats in it (common.analysis.stats); the
+    median, percentiles and CV describe single steps."""
     n: int
     median_ms: float
     mean_ms: float
@@ -212,6 +216,16 @@ class Stamp(Record):
 
 
 @dataclass
+class Bursts(Record):
+    """Steps that come in bursts (common.analysis.bursts): a period, or two modes, with the likely cause."""
+    period: int | None  # steps per repeat, where the pattern repeats; None: two modes without a period
+    pattern_ms: list[float]  # the mean of each place in the period, or [the fast mode, the slow mode]
+    slow_share: float  # the share of steps in the slow mode
+    cause: str | None  # "loader workers", "the data pipeline", "a scheduled step", "a periodic host sync"
+    words: str  # the finding as the report and the terminal say it
+
+
+@dataclass
 class Timing(Record):
     step_ms: list[float]
     summary: Summary
@@ -226,6 +240,8 @@ class Timing(Record):
     data_wait_share: float | None  # the device starved for data (CUDA: GPU time in the data phase; CPU: = host)
     phase_ms: dict[str, Summary] | None = None
     phase_peak_mb: dict[str, float] | None = None
+    bursts: Bursts | None = optional()  # where the steps come in bursts
+    whole_steps: int | None = optional()  # the steps the figure spans: whole periods of the pattern
 
 
 @dataclass
@@ -591,10 +607,16 @@ class Roofline(Record):
     ceilings: Ceilings | None = None
 
 
+MEAN, MEDIAN = "mean step", "median step"  # a variant's statistic: this version's, and older files'
+
+
 @dataclass
 class VariantAggregate(Record):
     """One variant over its processes. The process is the unit: its figure is the median of the
-    per-process medians; the pooled steps only give the tail (p95, p99)."""
+    per-process figures, each the timed stretch's time over its steps (Summary.mean_ms; `statistic`
+    says so, and files written before say "median step"); the pooled steps give the single steps'
+    median and tail (p95, p99)."""
+    RENAMED: typing.ClassVar[dict] = {"process_medians_ms": "process_ms", "median_ms": "step_ms"}
     status: str  # "ok" or "oom"
     config: Config
     env: Stamp
@@ -602,13 +624,16 @@ class VariantAggregate(Record):
     notices: list[str]
     warnings: list[str]
     oom: Oom | None = None
-    process_medians_ms: list[float] = field(default_factory=list)
-    median_ms: float | None = None
-    between_cv: float | None = None  # spread of the per-process medians
+    process_ms: list[float] = field(default_factory=list)  # each process's figure, ms per step
+    step_ms: float | None = None  # the variant's figure: the median of process_ms
+    statistic: str = MEDIAN  # what each process's figure is: MEAN from this version on
+    between_cv: float | None = None  # spread of the per-process figures
     within_cv: float | None = None  # median of the per-process CVs
     pooled: Summary | None = None
     throughput_per_s: float | None = None
     warmup_s: list[float] = field(default_factory=list)
+    bursts: list[Bursts | None] = field(default_factory=list)  # each process's step pattern, where it had one
+    load: Load | None = optional()  # the busiest process's: other processes' CPU on its cores while it timed
     host: HostFigures = field(default_factory=HostFigures)
     memory: Memory | None = None
     evidence: Evidence | None = None
@@ -623,7 +648,7 @@ class VariantAggregate(Record):
 
 @dataclass
 class Speedup(Record):
-    """slow median / fast median over processes, with a 95% interval over processes."""
+    """The slow twin's figure over the fast twin's, over processes, with a 95% interval over processes."""
     ratio: float
     low: float | None
     high: float | None
@@ -855,13 +880,15 @@ class DiagnosisOps(Record):
 class Baseline(Record):
     """Phase 1 of a diagnosis: the run's headline figures (metrics.py's readings of its aggregate)."""
     batch_size: int
-    median_ms: float
+    median_ms: float  # of single steps
     p95_ms: float
     cv: float
     throughput: float
     peak_mb: float
     tflops: float | None = None
     mfu: float | None = None
+    step_ms: float | None = None  # the figure: the timed stretch's time over its steps
+    bursts: Bursts | None = None  # where the steps came in bursts
 
 
 @dataclass

@@ -1,12 +1,19 @@
 """Statistics: step times within a process, and speedups over processes.
 
+A process's figure is its throughput over the timed stretch: the stretch's wall time over its steps
+(the mean step), the stretch holding whole periods of whatever repeats in it. Not the median step: a
+pipeline that delivers in bursts (two loader workers' batches arriving together: steps of 4 and
+128 ms in turn) puts the median on one mode or between them, which one depending on the step count,
+while the mean is the time a step costs (Kalibera and Jones take the mean of a process's
+iterations; pyperf and nvbench report means of repeated loops; docs/measurement.md derives it).
 Within a process, steps are not independent samples (they share a placement, clocks, a heap, a
-compiled graph), so they describe that process only: median, p95, p99, CV. The process is the unit
-of replication (pyperf's worker processes; Kalibera and Jones, "Rigorous Benchmarking in Reasonable
-Time", 2013: variance lives at the level of invocations). A variant's figure is the median of its
-per-process medians; a speedup is the ratio of two such figures with a 95% interval over processes.
+compiled graph), so the median, p95, p99 and CV describe that process's single steps only. The
+process is the unit of replication (pyperf's worker processes; Kalibera and Jones, "Rigorous
+Benchmarking in Reasonable Time", 2013: variance lives at the level of invocations). A variant's
+figure is the median of its per-process figures; a speedup is the ratio of two such figures with a
+95% interval over processes.
 
-The interval is a Welch t-interval on the log of the per-process medians (log, because a speedup
+The interval is a Welch t-interval on the log of the per-process figures (log, because a speedup
 is a ratio and run-to-run noise is multiplicative). With the 3-10 processes a comparison affords,
 a bootstrap over processes cannot be trusted: resampling 3 values gives at most 10 distinct
 medians, and its percentile interval never reaches beyond the observed extremes, so it is too
@@ -15,11 +22,13 @@ narrow exactly when there is least data (tests/test_stats.py measures both).
 import math
 from statistics import fmean, median, pstdev, stdev
 
-from common.analysis.results import Speedup, Summary
+from common.analysis.results import MEAN, MEDIAN, Speedup, Summary
 
 NOISY_CV = 0.10  # a coefficient of variation above 10% makes a measurement "noisy"
 FLOOR = 0.03  # an interval inside +-3% is "no meaningful difference"
-METHOD = "Welch t-interval on log per-process medians, 95%"
+METHOD = "Welch t-interval on log per-process mean steps (the timed stretch over its steps), 95%"
+STATISTIC_WORDS = {MEAN: "the timed stretch's wall time over its steps (the mean step)",
+                   MEDIAN: "the median step (results written before the mean step was the figure)"}
 # Looking at the interval after every added process and stopping when it decides ("optional
 # stopping") claims false differences far more often than 5%: with a plain 95% interval and looks
 # at 3..10 processes, 14% of identical twins were called different in tests/test_stats.py's
@@ -44,15 +53,17 @@ def percentile(samples, q):
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def summarize(step_ms, batch_size) -> Summary:
-    """Statistics of per-step times in milliseconds, plus throughput in samples/s at the median."""
+def summarize(step_ms, batch_size, stretch_ms: float | None = None) -> Summary:
+    """Statistics of per-step times in milliseconds; the figure (`mean_ms`) and the throughput in
+    samples/s are the stretch's: `stretch_ms`, its wall time over its steps, where the clock gave it,
+    else the steps' mean (the same for steps that follow each other)."""
     if not step_ms:
         raise ValueError("no timed steps to summarize")
-    med, mean = median(step_ms), fmean(step_ms)
+    med, mean = median(step_ms), stretch_ms if stretch_ms else fmean(step_ms)
     std = pstdev(step_ms) if len(step_ms) > 1 else 0.0
     return Summary(n=len(step_ms), median_ms=med, mean_ms=mean, std_ms=std, cv=std / mean if mean > 0 else 0.0,
                    p95_ms=percentile(step_ms, 95), p99_ms=percentile(step_ms, 99), min_ms=min(step_ms),
-                   max_ms=max(step_ms), throughput_per_s=batch_size * 1000.0 / med if med > 0 else 0.0)
+                   max_ms=max(step_ms), throughput_per_s=batch_size * 1000.0 / mean if mean > 0 else 0.0)
 
 
 def is_noisy(cv: float | None) -> bool:
@@ -136,16 +147,16 @@ def verdict(low, high, floor=FLOOR) -> str:
     return "undecided"
 
 
-def speedup(slow_medians, fast_medians, floor=FLOOR, looks=1) -> Speedup:
-    """The speedup of fast over slow from per-process medians, with its interval and verdict:
+def speedup(slow_ms, fast_ms, floor=FLOOR, looks=1, method=METHOD) -> Speedup:
+    """The speedup of fast over slow from per-process figures (ms per step), with its interval and verdict:
     "faster"/"slower" only when the interval excludes 1; "no meaningful difference" when it lies
     within +-floor; else "undecided" (more processes would narrow it). `looks`: how many times the
     runner may look at the interval (sequential_level)."""
-    ratio = median(slow_medians) / median(fast_medians)
+    ratio = median(slow_ms) / median(fast_ms)
     level = sequential_level(looks)
-    interval = log_ratio_interval(slow_medians, fast_medians, level)
+    interval = log_ratio_interval(slow_ms, fast_ms, level)
     low, high = interval if interval else (None, None)
-    return Speedup(ratio=ratio, low=low, high=high, method=METHOD, processes=[len(slow_medians), len(fast_medians)],
+    return Speedup(ratio=ratio, low=low, high=high, method=method, processes=[len(slow_ms), len(fast_ms)],
                    verdict=verdict(low, high, floor), floor=floor, level=level, looks=looks)
 
 
@@ -214,7 +225,7 @@ def describe(s: Speedup, who: str | None = None) -> str:
             "undecided": f"{WORDS['undecided']}: {s.ratio:.2f}x ({interval})"}[s.verdict]
 
 
-def footnote(looks: int = 1, floor: float = FLOOR) -> str:
+def footnote(looks: int = 1, floor: float = FLOOR, statistic: str = MEAN) -> str:
     """How every interval on a page was computed, said once: the page's footnote."""
     level = sequential_level(looks)
     sequential = ("" if looks <= 1 else
@@ -222,7 +233,8 @@ def footnote(looks: int = 1, floor: float = FLOOR) -> str:
                   f"decides; each look is therefore taken at {level:.1%} (Pocock), so that all looks together "
                   f"call a false difference at most 5% of the time.")
     return (f"The 95% interval is over processes, the unit of replication (steps inside one process are not "
-            f"independent samples): a Welch t-interval on the logarithms of the per-process median step times."
+            f"independent samples): a Welch t-interval on the logarithms of the per-process figures, each "
+            f"{STATISTIC_WORDS[statistic]}."
             f"{sequential} \"Faster\" or \"slower\" only when the interval excludes 1; \"no meaningful "
             f"difference\" when it lies within +-{floor:.0%}; otherwise \"no significant difference\" (more "
             f"processes would narrow it).")

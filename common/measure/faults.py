@@ -6,6 +6,9 @@
   twin of round r takes the r-th factor and the fast twin the next one (cyclically), so that in an
   A/A over as many rounds as factors both twins meet every pace once, neither favoured, while the
   twins of one round run at different paces and time different numbers of steps;
+- "waits:6/16,1,1" makes every batch of the slow twin wait 6 ms and the fast twin's wait 16, 1 and 1 ms
+  in turn (the same 6 ms on average, as three loader workers' batches arriving together): twins of one
+  throughput whose steps come in bursts, which no statistic of single steps may call different;
 - "fix:zero_lr" lets the doctor's --try name a fix that zeroes the learning rate
   (analysis.fixes.BROKEN), which its parity check must fail;
 - "frozen:fast" (or "frozen:fast:churn") plants a broken twin: every optimizer step of the matching
@@ -109,6 +112,22 @@ def wrap(batches, kind: str, armed):
             if kind == "oom":
                 raise torch.cuda.OutOfMemoryError(f"CUDA out of memory (injected by {ENV})")
             raise RuntimeError(f"injected crash ({ENV}={kind})")
+        yield batch
+
+
+def waits(variant: str) -> list[float] | None:
+    """The milliseconds "waits:<slow ms,...>/<fast ms,...>" makes this run's batches wait, in turn."""
+    kind, _, values = os.environ.get(ENV, "").partition(":")
+    if kind != "waits":
+        return None
+    slow, _, fast = values.partition("/")
+    return [float(v) for v in (slow if role(variant)[0] == "slow" else fast or slow).split(",") if v.strip()]
+
+
+def waiting(batches, pattern_ms: list[float]):
+    """The batches, the i-th handed out after waiting pattern_ms[i % len] ms (a loader's arrivals)."""
+    for i, batch in enumerate(batches):
+        time.sleep(pattern_ms[i % len(pattern_ms)] / 1000)
         yield batch
 
 

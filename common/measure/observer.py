@@ -61,11 +61,21 @@ from common.measure.nvtx import Ranges
 from common.measure.process import interrupt_on_sigterm, is_oom, oom_device
 from common.measure.profiling import mark_rank, profiler
 from common.measure.settings import CLOSURE
-from common.measure.stages import Phases, compile_stats, eager_compiled, read_evidence, shut_down
+from common.measure.stages import (
+    Phases,
+    Settling,
+    compile_stats,
+    eager_compiled,
+    figure,
+    pace,
+    read_evidence,
+    shut_down,
+    whole,
+)
 from common.measure.syncs import SyncLines
 from common.measure.timing import PhaseTimer, StepTimer, data_shares, synchronize
 
-SLOWER = 1.25  # timed steps whose median passes the warm-up's by this are said to have slowed
+SLOWER = 1.25  # timed steps whose pace passes the warm-up's by this are said to have slowed
 
 # torch.utils.data.DataLoader's warning when it is asked for more workers than the cores it sees
 TOO_MANY_WORKERS = re.compile(r"create (?P<made>\d+) worker processes in total\. Our suggested max number of "
@@ -364,6 +374,10 @@ class Observer:
             synchronize(self.device)  # note: this is a sync point, after each untimed warm-up step only
             self._warm.append(time.perf_counter())
             if len(self._warm) >= a.warmup:
+                self._settle()
+        elif self.stage == "settling":
+            self._settling.stepped()
+            if not self._settling.more():
                 self._start_timed()
         elif self.stage == "timed steps":
             i = self.ends - self.timed_from
@@ -373,11 +387,11 @@ class Observer:
                 self._begin_timed_step(i)
             else:
                 self._end_timed(i)
-                median_s = self.result.timing.summary.median_ms / 1000 if self.result else 0.0
-                if i < self.timed_n and median_s > SLOWER * self._warm_step_s:  # not a step's ordinary spread
+                pace_s = self.result.timing.summary.mean_ms / 1000 if self.result else 0.0
+                if i < self.timed_n and pace_s > SLOWER * self._warm_step_s:  # not a step's ordinary spread
                     self.notices.append(f"the timed steps ended at --time ({a.time:g} s) after {i} of the "
                                         f"{self.timed_n} the warm-up's pace planned: the steps got slower "
-                                        f"({median_s * 1000:.1f} ms against {self._warm_step_s * 1000:.1f} in the "
+                                        f"({pace_s * 1000:.1f} ms against {self._warm_step_s * 1000:.1f} in the "
                                         "warm-up)")
                 self._start_profiled()
         elif self.stage == "profiled steps":
@@ -402,14 +416,25 @@ class Observer:
             for group in self.first_optimizer.param_groups:
                 yield from group["params"]
 
+    def _settle(self):
+        """Untimed steps until the loader's queue of ready batches drains to its steady level (a
+        multi-process DataLoader's; none for other streams): stages.Settling."""
+        iterators = [w.it for w in self.watched]
+        self._settling = Settling(iterators[-1] if iterators else None)
+        if self._settling.more():
+            self.stage = "settling"
+        else:
+            self._start_timed()
+
     def _start_timed(self):
         a, d = self.args, self.device
         began = self._began or self._warm[0]
         steps = [b - a_ for a_, b in zip([began] + self._warm, self._warm)]
-        later = sorted(steps[1:])  # the first holds compilation and autotuning
-        per_step = later[len(later) // 2] if later else steps[0]
-        # as many steps as fit the time budget, between MIN_TIMED and --steps
-        self.timed_n = int(min(a.steps, max(MIN_TIMED, math.ceil(a.time / max(per_step, 1e-6)))))
+        per_step, period = pace(steps[1:])  # the first holds compilation and autotuning
+        per_step = per_step or steps[0]
+        # as many steps as fit the time budget, between MIN_TIMED and --steps, in whole periods
+        self.timed_n = whole(int(min(a.steps, max(MIN_TIMED, math.ceil(a.time / max(per_step, 1e-6))))), period,
+                             a.steps)
         self._warm_step_s = per_step
         self.warm_s, self.first_step_s = self._warm[-1] - began, steps[0]
         self.phases = Phases(Ranges(d), PhaseTimer(d))
@@ -446,6 +471,7 @@ class Observer:
                                                        phase_ms.get("data") if self.device.type == "cuda" else None,
                                                        step_ms, wall_s)
         batch = self.batch_size or 1
+        workers = max((s.num_workers for s in self.loaders.values()), default=None)
         per_step = self.timed_batches / n if self.loaders else 1.0
         if per_step > 1.05:  # gradient accumulation: a step holds several of the loader's batches
             batch = round(batch * per_step)
@@ -455,13 +481,15 @@ class Observer:
             steps = ", ".join(f"{name} {k / n:.1f}" for name, k in self.stepped.items())
             self.notices.append(f"optimizer steps per step: {steps}; a step ends at each step of "
                                 f"{self.optimizers[id(self.first_optimizer)]}")
-        timing = Timing(step_ms=step_ms, summary=stats.summarize(step_ms, batch), warmup_steps=self.args.warmup,
+        fig = figure(step_ms, self.timer, batch, phase_ms, workers)
+        timing = Timing(step_ms=step_ms, summary=fig.summary, warmup_steps=self.args.warmup,
                         warmup_s=self.warm_s, first_step_s=self.first_step_s, timed_wall_s=wall_s,
                         cpu_ms_per_step=cpu_ms, worker_cpu_ms_per_step=worker_ms,
                         host_data_ms_median=host_median_ms,
                         host_data_share=host_share, data_wait_share=wait,
                         phase_ms={p: stats.summarize(ms, batch) for p, ms in phase_ms.items()},
-                        phase_peak_mb=self.phases.timer.peaks or None)
+                        phase_peak_mb=self.phases.timer.peaks or None, bursts=fig.bursts,
+                        whole_steps=fig.whole_steps)
         a = self.args
         self.result = RunResult(
             recipe="doctor", workload=Path(a.script).stem, pair=Path(a.script).stem, variant="doctor", status="ok",

@@ -16,8 +16,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from common import env
-from common.analysis import roofline, stats, traces
-from common.analysis.results import CompileStats, Evidence, PhaseEvidence, Timing, UnreadTrace
+from common.analysis import bursts, roofline, stats, traces
+from common.analysis.results import Bursts, CompileStats, Evidence, PhaseEvidence, Summary, Timing, UnreadTrace
 from common.measure import ceiling, cpu_time, hta, memory, tf32, trainstate
 from common.measure.nvtx import Ranges, kernel_window
 from common.measure.profiling import mark_rank, memory_artifacts, op_views, profiler, trace_evidence
@@ -27,6 +27,7 @@ from common.render import trace_page
 PHASES = ("data", "copy", "forward", "backward", "optimizer")  # "copy": host-to-device, where a script has one
 
 MAX_STEPS = 20_000  # the most timed steps --min-time may ask for
+SETTLE_MAX = 64  # the most untimed steps a loader's queue may take to drain to its steady level
 
 Stage = Generator[Any, None, Any]  # yields the script's batches, returns what the stage measured
 
@@ -78,13 +79,12 @@ class WarmUp:
     first_step_s: float | None
     step_s: float | None  # wall time per step after the first: sizes the timed stretch
     first_at: float | None = None  # time.time() at the first step's end (the timeline's "first step")
+    period: int | None = None  # the warm-up's own step pattern repeats every this many steps
 
 
 def warm_up(feed: Callable, device: torch.device, n: int, ranges: Ranges, setup_s: float) -> Stage:
-    """Untimed steps, each waited for: the first holds compilation and autotuning; the median of
-    the others sizes the timed stretch. Not their mean: one of them may record a CUDA graph
-    (torch.compile's mode="reduce-overhead" does so on its second or third call), tens of ms
-    against a step of 1 ms, and a mean would size the stretch from that. `setup_s`: the one-time
+    """Untimed steps, each waited for: the first holds compilation and autotuning; the pace of the
+    others (pace()) sizes the timed stretch. `setup_s`: the one-time
     work run.setup() timed before the loop, counted like compilation in the wall and first-step times."""
     steps = []
     first_at = None
@@ -99,22 +99,100 @@ def warm_up(feed: Callable, device: torch.device, n: int, ranges: Ranges, setup_
         last = now
     wall = last - t0
     first = steps[0] + setup_s if steps else None
-    per_step = float(np.median(steps[1:])) if len(steps) > 1 else None
-    return WarmUp(n, wall + setup_s, first, per_step, first_at)
+    per_step, period = pace(steps[1:])
+    return WarmUp(n, wall + setup_s, first, per_step, first_at, period)
+
+
+def pace(steps_s: list[float]) -> tuple[float | None, int | None]:
+    """The pace of waited-for steps (seconds each) and their period where they repeat a pattern: the
+    mean over whole periods where they do (a median would pick one mode), else the median (one step
+    may record a CUDA graph, tens of ms against a step of 1 ms)."""
+    period = bursts.period([x * 1000 for x in steps_s])
+    if period:
+        return float(np.mean(steps_s[:bursts.whole_periods(len(steps_s), period)])), period
+    return (float(np.median(steps_s)) if steps_s else None), None
+
+
+def whole(n: int, period: int | None, most: int = MAX_STEPS) -> int:
+    """n steps rounded up to whole periods (never past `most`)."""
+    if not period or n < period:
+        return n
+    return min(most - most % period, n + (-n) % period)
 
 
 def timed_steps(warm: WarmUp, steps: int, min_time_s: float) -> int:
-    """The preset's steps, or more when they would last less than min_time_s."""
-    if not min_time_s or not warm.step_s:
-        return steps
-    return int(min(MAX_STEPS, max(steps, math.ceil(min_time_s / max(warm.step_s, 1e-6)))))
+    """The preset's steps, or more when they would last less than min_time_s; a whole number of the
+    warm-up's periods where its steps repeat a pattern (the figure spans whole periods)."""
+    n = steps
+    if min_time_s and warm.step_s:
+        n = int(min(MAX_STEPS, max(steps, math.ceil(min_time_s / max(warm.step_s, 1e-6)))))
+    return whole(n, warm.period)
+
+
+def ready(source) -> int | None:
+    """The batches a torch DataLoader's worker processes have delivered that its iterator has not
+    handed out yet (its result queues and the out-of-order arrivals it keeps); None for any other
+    stream, which queues nothing ahead of the step."""
+    from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
+
+    if not isinstance(source, _MultiProcessingDataLoaderIter):
+        return None
+    try:
+        queued = source._data_queue.qsize()
+        if source._data_queue is not source._worker_result_queue:  # pinned: the pin thread's input too
+            queued += source._worker_result_queue.qsize()
+        return queued + sum(1 for info in source._task_info.values() if len(info) == 2)
+    except (NotImplementedError, AttributeError):  # qsize() is not implemented on macOS
+        return None
+
+
+class Settling:
+    """The rule that ends the untimed steps before a timed stretch: a DataLoader's queue of ready
+    batches no longer shrinking. The warm-up's first step (compilation) and each waited-for step let
+    its workers run ahead, and a stretch that starts on a fuller queue than after any other step
+    times batches made before it began. Inactive where the stream queues nothing (not a
+    multi-process DataLoader iterator). For a loop the cookbook drives (settle()) or only watches
+    (the doctor's): stepped() after each step, more() before the next."""
+
+    def __init__(self, source):
+        self.source, self.steps = source, 0
+        level = ready(source)
+        self.active = level is not None
+        if self.active:
+            self.limit = min(SETTLE_MAX, 4 * source._num_workers * (source._prefetch_factor or 2))
+            self.patience = max(4, source._num_workers)  # steps without a new low: the level is reached
+            self.lowest, self.since = level, 0
+
+    def more(self) -> bool:
+        return self.active and self.steps < self.limit and self.since < self.patience
+
+    def stepped(self) -> None:
+        self.steps += 1
+        level = ready(self.source)
+        if level is None:  # the iterator ended (its epoch, its workers shut down)
+            self.active = False
+            return
+        self.lowest, self.since = (level, 0) if level < self.lowest else (self.lowest, self.since + 1)
+
+
+def settle(feed: Callable, source, ranges: Ranges) -> Stage:
+    """Untimed steps, not waited for, until a DataLoader's queue has drained to its steady level
+    (Settling); returns the steps run."""
+    settling = Settling(source)
+    while settling.more():
+        with ranges.range(f"settle {settling.steps}"):
+            yield feed()
+        settling.stepped()
+    return settling.steps
 
 
 def timed(feed: Callable, device: torch.device, n: int, batch_size: int, warm: WarmUp, phases: Phases,
-          watch: contextlib.AbstractContextManager) -> Stage:
+          watch: contextlib.AbstractContextManager, workers: int | None = None) -> Stage:
     """n steps between CUDA events (perf_counter on a CPU) read once after the last, the batch's
     fetch timed apart (timing.DataTimer), the GPU watched (`watch`, a GpuMonitor); no profiler.
-    Returns (Timing, the peak Memory of these steps)."""
+    The figure is the stretch's time over its steps, over whole periods where the steps repeat a
+    pattern (figure()); `workers`: the loader's, which names a burst's cause. Returns (Timing, the
+    peak Memory of these steps)."""
     memory.reset_peak(device)
     timer, data = StepTimer(device, n), DataTimer(device, n)
     cpu = cpu_time.Clock()
@@ -136,14 +214,37 @@ def timed(feed: Callable, device: torch.device, n: int, batch_size: int, warm: W
     cpu_ms, worker_cpu_ms = cpu.ms_per_step(n)
     peak = memory.timed_peak(device, phases.timer)
     host_median_ms, host_share, wait_share = data.shares(step_ms, wall_s)
-    timing = Timing(step_ms=step_ms, summary=stats.summarize(step_ms, batch_size), warmup_steps=warm.steps,
+    phase_ms = phases.timer.phase_ms() if phases.timer is not None else None
+    fig = figure(step_ms, timer, batch_size, phase_ms, workers)
+    timing = Timing(step_ms=step_ms, summary=fig.summary, warmup_steps=warm.steps,
                     warmup_s=warm.wall_s, first_step_s=warm.first_step_s, timed_wall_s=wall_s,
                     cpu_ms_per_step=cpu_ms, worker_cpu_ms_per_step=worker_cpu_ms,
-                    host_data_ms_median=host_median_ms, host_data_share=host_share, data_wait_share=wait_share)
-    if phases.timer is not None:
-        timing.phase_ms = {p: stats.summarize(ms, batch_size) for p, ms in phases.timer.phase_ms().items()}
+                    host_data_ms_median=host_median_ms, host_data_share=host_share, data_wait_share=wait_share,
+                    bursts=fig.bursts, whole_steps=fig.whole_steps)
+    if phase_ms is not None:
+        timing.phase_ms = {p: stats.summarize(ms, batch_size) for p, ms in phase_ms.items()}
         timing.phase_peak_mb = phases.timer.peaks or None  # CUDA only
     return timing, peak
+
+
+@dataclass
+class Figure:
+    summary: Summary  # mean_ms is the figure
+    bursts: Bursts | None
+    whole_steps: int | None  # the steps the figure spans, where fewer than all
+
+
+def figure(step_ms: list[float], timer: StepTimer, batch_size: int, phase_ms: dict | None = None,
+           workers: int | None = None) -> Figure:
+    """A process's figure from its timed steps: the stretch's wall time (the step clock's, first
+    start to last end) over its steps, over whole periods of the steps' own pattern (a stretch of 25
+    steps that alternate 4 and 128 ms holds 13 of one and 12 of the other: its whole 24 steps give
+    the true mean); the steps' pattern as a finding where they come in bursts."""
+    n = len(step_ms)
+    found = bursts.find(step_ms, phase_ms, workers)
+    whole = bursts.whole_periods(n, found.period if found else None)
+    summary = stats.summarize(step_ms, batch_size, timer.stretch_ms(whole))
+    return Figure(summary, found, whole if whole < n else None)
 
 
 def profiled(feed: Callable, device: torch.device, steps: int, trace_dir: Path, worker: str,

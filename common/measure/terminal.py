@@ -22,17 +22,20 @@ def summary(r: RunResult, out: Path) -> str:
         f"  data       {src.kind}{' - ' + src.note if src.note else ''}",
         f"  setup      batch {cfg.batch_size}{size}, {s.n} timed steps{longer} after {t.warmup_steps} warm-up "
         f"steps ({t.warmup_s:.2f} s; the first step alone {fmt(t.first_step_s, '.2f')} s, compile included{setups})",
-        f"  step time  median {s.median_ms:.3f} ms  p95 {s.p95_ms:.3f}  p99 {s.p99_ms:.3f}  "
-        f"cv {s.cv:.1%}{'  NOISY' if stats.is_noisy(s.cv) else ''}",
+        f"  step time  {s.mean_ms:.3f} ms per step (the timed stretch over its steps); single steps: median "
+        f"{s.median_ms:.3f} ms  p95 {s.p95_ms:.3f}  p99 {s.p99_ms:.3f}  cv {s.cv:.1%}"
+        f"{'  NOISY' if stats.is_noisy(s.cv) else ''}",
         f"  throughput {s.throughput_per_s:.1f} samples/s",
         f"  host       waiting for data {fmt(t.data_wait_share, '.1%')} of the step time (host time in next(): "
         f"{fmt(t.host_data_share, '.1%')}); CPU {t.cpu_ms_per_step:.2f} ms/step in this process, "
         f"{fmt(t.worker_cpu_ms_per_step, '.2f')} in its workers",
         f"  memory     {mem}",
     ]
+    if t.bursts:  # the pattern is a finding: the pipeline delivers in groups
+        lines.insert(5, f"  bursts     {t.bursts.words}")
     if r.flops_per_step is not None:
         lines.append(f"  compute    {r.flops_per_step / 1e9:.3f} GFLOP per step (FlopCounterMode), "
-                     f"{r.flops_per_step / s.median_ms / 1e9:.2f} TFLOP/s at the median step")
+                     f"{r.flops_per_step / s.mean_ms / 1e9:.2f} TFLOP/s at that pace")
     if ev:
         lines.append(f"  evidence   syncs/step {ev.syncs_per_step:.1f}  kernels/step {fmt(ev.kernels_per_step, '.0f')}"
                      f"  ops/step {ev.ops_per_step:.0f}  GPU idle {fmt(ev.gpu_idle_share, '.0%')}")

@@ -56,6 +56,13 @@ class StepTimer:
             return [s.elapsed_time(e) for s, e in zip(self.starts[:n], self.ends[:n])]
         return [(e - s) * 1000.0 for s, e in zip(self.starts[:n], self.ends[:n])]
 
+    def stretch_ms(self, n: int) -> float:
+        """The wall time from the first step's start to the n-th step's end, over n: the mean step of
+        the stretch (the process's figure); call after step_ms(), which synchronizes."""
+        if self.cuda:
+            return self.starts[0].elapsed_time(self.ends[n - 1]) / n
+        return (self.ends[n - 1] - self.starts[0]) * 1000.0 / n
+
 
 def synchronize(device: torch.device) -> None:
     """Wait for queued device work; used only between measured phases, never inside a step."""

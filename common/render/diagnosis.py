@@ -121,11 +121,13 @@ def phase_sections(result: RunResult, a: Diagnosis) -> list[str]:
     cpu = result.device != "cuda"
     b = a.baseline
     lines = ["", "## Phase 1: baseline", "",
-              f"- Batch {b.batch_size}, {result.timing.summary.n} timed steps: median {b.median_ms:.3f} ms, "
+              f"- Batch {b.batch_size}, {result.timing.summary.n} timed steps: {fmt(b.step_ms, '.3f')} ms per step "
+              f"(the timed stretch over its steps); single steps: median {b.median_ms:.3f} ms, "
               f"p95 {b.p95_ms:.3f} ms, CV {b.cv:.1%}; {b.throughput:.1f} samples/s; peak memory "
               f"{b.peak_mb:.0f} MB ({'CPU process RSS' if cpu else 'allocated'}); "
               f"{fmt(b.tflops, '.2f')} TFLOP/s" + (f", MFU {fmt(b.mfu, '.1%')}" if not cpu else "") + ".",
               "- Conditions: " + _conditions(result.gpu_monitor)]
+    lines += [f"- **Steps in bursts**: {b.bursts.words}"] if b.bursts else []
     lines += [f"- Warning: {w}" for w in result.warnings]
     extra = result.extra
     if extra.get("epochs") is not None:
@@ -133,7 +135,7 @@ def phase_sections(result: RunResult, a: Diagnosis) -> list[str]:
     if extra.get("epoch_s_estimate") is not None:
         lines.append(f"- Training accuracy over the run {extra['train_accuracy']:.1%}; "
                      f"one epoch ({extra['steps_per_epoch']} steps) at this pace: {extra['epoch_s_estimate']:.0f} s "
-                     "(median step x steps).")
+                     "(ms per step x steps).")
     if extra.get("inference"):
         lines += _sweep_lines(extra["inference"])
     ty = a.bottleneck

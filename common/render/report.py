@@ -36,7 +36,7 @@ VIEW_TITLES = {  # the op tables of Evidence.views (results.OpViews), by field
 }
 VIEW_ROWS = 8
 HTA_DISAGREE = 0.05  # our GPU idle share and HTA's may differ by 5 points before the report flags it
-NOISY_ADVICE = (f"NOISY: the per-process medians spread by more than {stats.NOISY_CV:.0%} (CV between processes); "
+NOISY_ADVICE = (f"NOISY: the per-process figures spread by more than {stats.NOISY_CV:.0%} (CV between processes); "
                 "re-run on an idle machine, or with more rounds (ARGS='--rounds 8')")
 
 
@@ -76,10 +76,32 @@ def noisy(v: VariantAggregate) -> bool:
     return stats.is_noisy(v.between_cv)
 
 
+def busy(entry: WorkloadComparison) -> str | None:
+    """Where other processes took CPU the twins' timed steps needed: the busiest twin's load in words."""
+    loads = [v.load for _, v in _variants(entry) if v.load is not None and v.load.busy]
+    return max(loads, key=lambda x: x.others_cores).words() if loads else None
+
+
+def busy_lines(entry: WorkloadComparison) -> list[str]:
+    words = busy(entry)
+    return [f"> **The machine was busy**: {words} while the steps were timed, so these times are the machine's as "
+            "much as the scripts' (rerun on an idle machine, or on cores nobody else uses with --cpus).", ""] \
+        if words else []
+
+
+def burst_words(v: VariantAggregate) -> str | None:
+    """Where a variant's steps came in bursts: the first such process's pattern and cause, and in how
+    many of its processes they did; None where none did."""
+    found = [b for b in v.bursts if b is not None]
+    if not found:
+        return None
+    return f"{found[0].words} ({len(found)} of {len(v.bursts)} processes)"
+
+
 def terminal_table(comparison: Comparison) -> str:
-    cols = [metrics.get(k) for k in ("median_ms", "p95_ms", "between_cv", "within_cv", "throughput", "peak_mb",
+    cols = [metrics.get(k) for k in ("step_ms", "p95_ms", "between_cv", "within_cv", "throughput", "peak_mb",
                                      "syncs_per_step", "kernels_per_step")]
-    head = f"{'workload':10} {'variant':7} {'median ms':>10} {'p95 ms':>9} {'cv proc':>8} {'cv step':>8} " \
+    head = f"{'workload':10} {'variant':7} {'ms/step':>10} {'p95 ms':>9} {'cv proc':>8} {'cv step':>8} " \
            f"{'samples/s':>11} {'peak MB':>9} {'syncs/st':>9} {'kern/st':>8}"
     lines = [f"{comparison.recipe} on {device_label(comparison)}", head, "-" * len(head)]
     widths = (10, 9, 8, 8, 11, 9, 9, 8)
@@ -97,6 +119,9 @@ def terminal_table(comparison: Comparison) -> str:
             lines.append(f"{workload:10} {variant:7} " + " ".join(f"{m.text(v):>{w}}" for m, w in zip(cols, widths))
                          + ("  NOISY" if noisy(v) else ""))
             lines += [f"{'':18} WARNING: {w}" for w in v.warnings]
+            lines += [f"{'':18} bursts: {b}" for b in [burst_words(v)] if b]
+        if words := busy(entry):
+            lines.append(f"{'':18} BUSY MACHINE: {words} while the steps were timed")
         if entry.speedup:
             par = "ok" if entry.parity.ok else "FAILED"
             what = "" if entry.measure == "step" else f"{entry.measure}: "
@@ -116,7 +141,7 @@ def _plot(comparison: Comparison) -> bytes:
 
 def _figure(comparison: Comparison):
     """At the top, each workload's speedup on a log axis (0.5x, 1x, 2x) with its interval; below, per
-    workload, each process's median step (dots) over the twins' medians (bars), the verdict as the
+    workload, each process's figure (dots: its ms per step) over the twins' figures (bars), the verdict as the
     caption in its colour; then peak memory."""
     plt = plots.pyplot()
 
@@ -134,12 +159,12 @@ def _figure(comparison: Comparison):
         e = comparison.workloads[w]
         ax = fig.add_subplot(grid[1, i])
         for x, (name, v) in enumerate(_variants(e)):
-            ax.scatter([x] * len(v.process_medians_ms), v.process_medians_ms,
+            ax.scatter([x] * len(v.process_ms), v.process_ms,
                        color="#8c8c8c" if name == "slow" else "#2a7ab9", s=18, zorder=3)
-            ax.bar([x], [v.median_ms], color="#d9d9d9" if name == "slow" else "#bcd6ea", width=0.6)
+            ax.bar([x], [v.step_ms], color="#d9d9d9" if name == "slow" else "#bcd6ea", width=0.6)
         ax.set_xticks([0, 1], ["slow", "fast"])
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{w}: step time, median per process (dots)", fontsize=9)
+        ax.set_title(f"{w}: {v.statistic} per process (dots)", fontsize=9)
         ax.set_ylabel("ms per step")
         ax.set_xlabel(plots.wrap(verdict(e, "fast"), 60), fontsize=8,
                       color=plots.TEXT_COLORS.get(e.speedup.verdict, "black"))
@@ -286,9 +311,12 @@ def _budget_lines(b: MemoryBudget | None) -> list[str]:
 def _process_lines(entry: WorkloadComparison, cpu: bool):
     out = []
     for name, v in _variants(entry):
-        out.append(f"- {name}: per-process medians {', '.join(f'{m:.3f}' for m in v.process_medians_ms)} ms; "
-                   f"CV between processes {fmt(v.between_cv, '.1%')}, within a process {v.within_cv:.1%} (median)"
-                   + (" - **noisy**" if noisy(v) else ""))
+        out.append(f"- {name}: per-process {v.statistic}s "
+                   f"{', '.join(f'{m:.3f}' for m in v.process_ms)} ms; "
+                   f"CV between processes {fmt(v.between_cv, '.1%')}, of single steps within a process "
+                   f"{v.within_cv:.1%} (median)" + (" - **noisy**" if noisy(v) else ""))
+        if words := burst_words(v):
+            out.append(f"  - **Steps in bursts** ({name}): {words}")
     if any(noisy(v) for _, v in _variants(entry)):
         out.append(f"- {NOISY_ADVICE}")
     return out
@@ -348,11 +376,11 @@ def _ranks_lines(slow: VariantAggregate, fast: VariantAggregate) -> list[str]:
                    + f"; communication overlapped with computation (HTA): {said}")
         if len({r["node"] for r in d.get("ranks", [])}) > 1:
             out.append(f"  - Nodes ({name}): {_nodes_words(d['ranks'])}")
-        if d.get("hook_ms_per_step") is not None and v.median_ms:
+        if d.get("hook_ms_per_step") is not None and v.step_ms:
             out.append(f"  - The measurement's own cost ({name}): its all-reduces are counted by a Python comm hook "
                        f"(`common/distributed.py`) in place of DDP's built-in C++ one, the same arithmetic; the hook "
                        f"took {d['hook_us_per_call']:.0f} us of host time per call, {d['hook_ms_per_step']:.3f} ms "
-                       f"per step ({d['hook_ms_per_step'] / v.median_ms:.1%} of the median step), the all-reduce's "
+                       f"per step ({d['hook_ms_per_step'] / v.step_ms:.1%} of a step), the all-reduce's "
                        "own launch included (an uncounted run is compared in tests/test_ddp.py)")
     return out
 
@@ -368,7 +396,7 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     if entry.speedup is None:
         for name, v in _variants(entry):
             if v.status == "ok":
-                out += [f"- {name} ran: median {v.median_ms:.3f} ms, p95 {v.pooled.p95_ms:.3f} ms, "
+                out += [f"- {name} ran: {v.step_ms:.3f} ms per step, p95 {v.pooled.p95_ms:.3f} ms, "
                         f"{v.throughput_per_s:.1f} samples/s, {v.memory.peak_mb:.0f} MB"]
         out += ["", "No speedup: only one variant of the pair finished.", ""]
         return out + _diff_section(recipe, workload, reports_dir)
@@ -377,6 +405,7 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     cfg = slow.config
     cpu = slow.env.device_type != "cuda"
     size = f", {cfg.image_size} px crops" if cfg.image_size else ""
+    out += busy_lines(entry)
     out += [opening(entry, keys, cpu), ""]
     out += _host_bound(recipe, entry)
     goal = goals.line(recipe, workload, entry)
@@ -389,7 +418,7 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
                    + (f", {change}" if change else ""))
     out += ["", f"Data: **{src.kind}**{' - ' + src.note if src.note else ''}. "
                 f"Batch {cfg.batch_size}{size}; {slow.pooled.n} and {fast.pooled.n} timed steps over "
-                f"{len(slow.process_medians_ms)} and {len(fast.process_medians_ms)} processes.", ""]
+                f"{len(slow.process_ms)} and {len(fast.process_ms)} processes.", ""]
     cols = [metrics.get(k) for k in metrics.TABLE]
     out += ["| variant | " + " | ".join(m.column(cpu) for m in cols) + " |", "|---|" + "---:|" * len(cols)]
     for name, v in (("slow", slow), ("fast", fast)):
@@ -557,7 +586,8 @@ def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
         return not_applicable_markdown(comparison)
     lines = [f"# {comparison.title} (`{recipe}`)", "",
              f"Generated by `make recipe-{recipe}`; every number below comes from that run's result files "
-             f"(`reports/results/{recipe}/`). Device: **{device_label(comparison)}**.", ""]
+             f"(`{env.shown_path(Path(reports_dir) / 'results' / recipe)}/`). "
+             f"Device: **{device_label(comparison)}**.", ""]
     failed = [(w, e.parity) for w, e in comparison.workloads.items() if e.parity and not e.parity.ok]
     lines += [f"> **Parity FAILED for {w}**: {parity_failure(par)}. Its speed is no claim until its twins train "
               "alike: the figures below show by how much they do not." for w, par in failed]
@@ -565,10 +595,11 @@ def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
     lines += [f"![step time per process and memory]({recipe}.png)", ""]
     lines += ["How to read it: each workload's section opens with the verdict, the memory change and the mechanism; "
               "below them, the evidence. Each variant ran in several processes; its figure is the median of the "
-              "per-process median step times. Parity: both twins start from the same weights and see the same "
-              "batches; each workload's rule is stated with its result. Timing: CUDA events (CPU: perf_counter) "
-              "around each step, read after the loop; warm-up excluded and shown on its own. Where and how it ran: "
-              "the table at the end.", ""]
+              f"per-process figures, each {figure_words(comparison)}. Parity: both twins start from the same "
+              "weights and see the same batches; each workload's rule is stated with its result. Timing: CUDA "
+              "events (CPU: perf_counter) around each step, read after the loop; warm-up excluded and shown on its "
+              "own, and where a DataLoader's workers ran ahead, untimed steps until its queue drained. Where and how "
+              "it ran: the table at the end.", ""]
     for workload, entry in comparison.workloads.items():
         lines += _workload_section(recipe, workload, entry, reports_dir, comparison.evidence_keys)
     lines += _budget_lines(comparison.budget)
@@ -603,8 +634,20 @@ def render_markdown(comparison: Comparison, reports_dir: Path) -> str:
               figures.comment(figures.recipe_facts(comparison)), ""]  # what other pages quote (the doctor)
     looks = max((e.speedup.looks for e in comparison.workloads.values() if e.speedup), default=0)
     if looks:
-        lines += [f"[^interval]: {stats.footnote(looks, comparison.rounds.floor or stats.FLOOR)}", ""]
+        floor = comparison.rounds.floor or stats.FLOOR
+        lines += [f"[^interval]: {stats.footnote(looks, floor, statistic(comparison))}", ""]
     return "\n".join(lines)
+
+
+def statistic(comparison: Comparison) -> str:
+    """What each process's figure is, as this comparison's results say: the mean step, or in results
+    written before it was, the median step."""
+    said = {v.statistic for e in comparison.workloads.values() for _, v in _variants(e)}
+    return stats.MEDIAN if stats.MEDIAN in said else stats.MEAN
+
+
+def figure_words(comparison: Comparison) -> str:
+    return stats.STATISTIC_WORDS[statistic(comparison)]
 
 
 def trace_pages(comparison: Comparison, reports_dir: Path) -> dict[str, str]:

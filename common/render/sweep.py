@@ -70,7 +70,7 @@ def render(r: SweepResult, reports_dir: Path) -> list[Path]:
              f"| {r.knob} | slow median ms | fast median ms | speedup (95% interval over processes) | verdict "
              "| slow peak MB | fast peak MB | parity |", "|---:|---:|---:|---|---|---:|---:|---|"]
     for p in r.points:
-        cell = lambda v: ("out of memory" if v.status == "oom" else f"{v.median_ms:.3f}") if v else "failed"  # noqa: E731
+        cell = lambda v: ("out of memory" if v.status == "oom" else f"{v.step_ms:.3f}") if v else "failed"  # noqa: E731
         mem = lambda v: f"{v.memory.peak_mb:.0f}" if v and v.status == "ok" else ""  # noqa: E731
         s = p.speedup
         ci = "" if s is None else (f"{s.ratio:.2f}x" + (f" ({s.low:.2f}-{s.high:.2f})" if s.low is not None else ""))

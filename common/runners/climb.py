@@ -81,7 +81,7 @@ def climb(workload, args, cuda, cpus, results_dir, reports_dir, command, counter
 
 def per_sample_ms(agg) -> list[float]:
     """Per-process time per sample: a throughput that stays comparable when the batch changes."""
-    return [m / agg.config.batch_size for m in agg.process_medians_ms]
+    return [m / agg.config.batch_size for m in agg.process_ms]
 
 
 def summarize(workload, runs, failures, rounds, mode, command, cpus=(), skip=None) -> LadderSummary:

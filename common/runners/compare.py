@@ -276,14 +276,14 @@ def prime(plan: Plan, workload, counter: launch.Counter) -> None:
 
 
 def summarize_workload(runs_by_variant, rule, reason="", looks=1, measure="step") -> WorkloadComparison:
-    """Aggregate each variant; where both ran, the speedup over processes of `measure` (the median step,
+    """Aggregate each variant; where both ran, the speedup over processes of `measure` (each process's ms per step,
     or the time to first step), the parity check, and where a twin compiled its cold start."""
     entry = WorkloadComparison(rounds_reason=reason, measure=measure)
     for v, runs in runs_by_variant.items():
         setattr(entry, v, aggregate(runs))
     if entry.slow and entry.fast and entry.slow.status == entry.fast.status == "ok":
         slow, fast = runs_by_variant["slow"], runs_by_variant["fast"]
-        steps = stats.speedup(entry.slow.process_medians_ms, entry.fast.process_medians_ms, looks=looks)
+        steps = stats.speedup(entry.slow.process_ms, entry.fast.process_ms, looks=looks)
         entry.speedup = steps if measure == "step" else stats.speedup(
             coldstart.measured(slow, measure), coldstart.measured(fast, measure), looks=looks)
         entry.steps = None if measure == "step" else steps
@@ -451,6 +451,9 @@ def not_applicable(plan: Plan) -> int:
     return 0
 
 
+KEPT_IN = "reports/local/results"  # this invocation's results folder's parent, once its plan is made
+
+
 def compare(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and catalog.served(argv[0]):  # its twins are servers: measured under load, not step by step
@@ -458,6 +461,8 @@ def compare(argv=None) -> int:
 
         return serve.serve_recipe(argv)
     plan = make_plan(argv)
+    global KEPT_IN
+    KEPT_IN = env.shown_path(plan.results_dir.parent)  # where Ctrl-C says the finished runs are
     if plan.machines:  # every node there before anything is written, or one line that names the endpoint
         print(f"{plan.recipe}: {plan.machines.describe()}; waiting up to {plan.machines.join_timeout_s} s for "
               "every node", flush=True)
@@ -488,7 +493,7 @@ def main():
     except CookbookError as e:
         exit_with(e, "common.runners.compare")
     except KeyboardInterrupt:
-        print("\ninterrupted: the previous report is left as it was; finished runs are kept in reports/results/",
+        print(f"\ninterrupted: the previous report is left as it was; finished runs are kept in {KEPT_IN}/",
               file=sys.stderr)
         sys.exit(130)
 

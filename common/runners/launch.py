@@ -232,7 +232,8 @@ class Outcome:
         if self.kind == "oom":
             return f"out of memory at batch {self.result.oom.batch_size} after {self.seconds:.1f} s"
         s = self.result.timing.summary
-        return f"{self.seconds:.1f} s, median {s.median_ms:.3f} ms over {s.n} steps"
+        bursty = f"; {t.bursts.words.split(':')[0]}" if (t := self.result.timing).bursts else ""
+        return f"{self.seconds:.1f} s, {s.mean_ms:.3f} ms per step over {s.n} steps{bursty}"
 
     def failure(self, what: str, round_no: int) -> Failure:
         return Failure(what=what, round=round_no, returncode=self.returncode, log=str(self.log), tail=self.tail,

@@ -154,7 +154,7 @@ def _swept(plan: SweepPlan, argv) -> tuple[SweepResult, Path]:
         point.slow = aggregate(runs["slow"]) if "slow" in runs else None
         point.fast = aggregate(runs["fast"]) if "fast" in runs else None
         if point.slow and point.fast and point.slow.status == point.fast.status == "ok":
-            point.speedup = stats.speedup(point.slow.process_medians_ms, point.fast.process_medians_ms)
+            point.speedup = stats.speedup(point.slow.process_ms, point.fast.process_ms)
             checked = parity(runs["slow"][0], runs["fast"][0], rule)
             point.parity_ok = checked.ok
             point.parity_failure = "" if checked.ok else parity_failure(checked)

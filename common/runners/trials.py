@@ -134,8 +134,8 @@ def _speedup(done: launch.Rounds, arm, looks: int):
     """The arm against the unchanged script, over the rounds both ran."""
     base, fixed = done.runs.get((), []), done.runs.get(arm, [])
     n = min(len(base), len(fixed))
-    return stats.speedup([r.timing.summary.median_ms for r in base[:n]],
-                         [r.timing.summary.median_ms for r in fixed[:n]], looks=looks)
+    return stats.speedup([r.timing.summary.mean_ms for r in base[:n]],
+                         [r.timing.summary.mean_ms for r in fixed[:n]], looks=looks)
 
 
 def _took_effect(plan: Plan, arm) -> tuple[bool, str]:
