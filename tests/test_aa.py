@@ -40,3 +40,21 @@ def test_an_aa_passes_parity_and_is_never_called_faster_or_slower(tmp_path, rep)
     steps = [r["timing"]["summary"]["n"] for r in round1.values()]
     assert steps[0] > steps[1], steps  # the slower-paced fast role timed fewer steps, from the same probe
     assert not (tmp_path / "amp.md").exists() and not (tmp_path / "README.md").exists()  # no report over the recipe's
+
+
+def test_twins_of_one_throughput_whose_steps_come_in_bursts_are_not_called_different(tmp_path):
+    """The planted pair of the throughput issue: one role's batches wait 6 ms each, the other's 16, 1, 1 ms
+    in turn (three loader workers' batches arriving together): the same throughput, which the per-process
+    median step called 3.83x faster. Each process's figure is its stretch over its steps: no difference,
+    and the pattern is said with its cause."""
+    proc = run_module("common.runners.compare", "amp", "--aa", "--workloads", "churn", "--smoke", "--rounds", "3",
+                      "--device", "cpu", "--data", "synthetic", "--reports-dir", str(tmp_path), "--", *SIZING,
+                      env={"COOKBOOK_FAULT": "waits:6/16,1,1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    entry = comparison_of(tmp_path, "amp/aa")["workloads"]["churn"]
+    assert entry["speedup"]["verdict"] not in ("faster", "slower"), entry["speedup"]
+    assert 0.85 < entry["speedup"]["ratio"] < 1.15, entry["speedup"]
+    assert entry["slow"]["statistic"] == "mean step" and not any(entry["slow"]["bursts"])
+    found = [b for b in entry["fast"]["bursts"] if b]
+    assert found and all(b["period"] == 3 and b["cause"] == "the data pipeline" for b in found), found
+    assert "bursts: steps repeat a cycle of 3: " in proc.stdout

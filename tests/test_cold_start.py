@@ -173,7 +173,7 @@ def _compiled(median, warmup_s, first_s, n=3):
 
     runs = []
     for i in range(n):
-        r = run_result(median=median * (1 + 0.01 * i))
+        r = run_result(ms=median * (1 + 0.01 * i))
         r.timing.warmup_s = warmup_s * (1 + 0.02 * i)
         r.timeline = {"imports": 2.0, "first step": first_s * (1 + 0.02 * i), "warm-up": first_s + 0.1}
         r.compile = CompileStats(graphs=1, graph_breaks=0, recompiles=0) if warmup_s > 1 else None

@@ -134,7 +134,7 @@ def test_the_ladder_skips_what_the_gpu_lacks_and_never_switches_it_on():
 def test_a_skipped_rung_is_passed_over_and_its_reason_kept():
     from common.runners.climb import summarize
 
-    runs = {i: [run_result(median=10.0 - i * 0.1)] for i in range(12) if i not in (8, 9)}
+    runs = {i: [run_result(ms=10.0 - i * 0.1)] for i in range(12) if i not in (8, 9)}
     table = summarize("resnet18", runs, [], 1, "cpu", "test", skip=ladder_skip()).rungs
     assert table[8].status == table[9].status == "skipped" and "no Triton" in table[8].skipped
     assert table[10].incremental is not None  # against rung 7, the one below that ran

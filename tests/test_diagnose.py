@@ -87,7 +87,7 @@ def _result(device="cpu", data=0.0, forward=0.5, syncs=0.0, sync_ms=0.0, busy=No
 
     from tests_helpers import run_result
 
-    r = run_result(median=step, device=device)
+    r = run_result(ms=step, device=device)
     r.timing.phase_ms = {"data": stats.summarize([data * step], 1), "forward": stats.summarize([forward * step], 1)}
     r.evidence = Evidence(trace="t", profiled_steps=5, ops_per_step=100, syncs_per_step=syncs, sync_ops_per_step={},
                           sync_ms_per_step=sync_ms, kernels_per_step=70 if device == "cuda" else None,

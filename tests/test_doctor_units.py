@@ -61,7 +61,7 @@ def test_the_batch_size_is_the_first_dimension_of_the_first_tensor():
 def _observation(device="cpu", data=0.0, forward=0.5, idle_busy=None, ops=None, loaders=(), flags=None):
     from common.analysis import stats
 
-    r = run_result(median=10.0, device=device)
+    r = run_result(ms=10.0, device=device)
     r.timing.phase_ms = {"data": stats.summarize([data * 10.0], 1), "forward": stats.summarize([forward * 10.0], 1)}
     r.evidence = Evidence(trace="t", profiled_steps=3, ops_per_step=100, syncs_per_step=0.0, sync_ops_per_step={},
                           sync_ms_per_step=0.0, kernels_per_step=70 if device == "cuda" else None,
@@ -166,7 +166,7 @@ def test_every_recipe_and_sweep_report_ends_with_its_facts_line(tmp_path):
     from common.render import sweep
 
     v = VariantAggregate(status="ok", config=run_result().config, env=run_result().env, data_source=None,
-                         notices=[], warnings=[], median_ms=2.0, memory=Memory(kind="cpu_peak_rss", peak_mb=9.0))
+                         notices=[], warnings=[], step_ms=2.0, memory=Memory(kind="cpu_peak_rss", peak_mb=9.0))
     s = Speedup(ratio=1.3, low=1.2, high=1.4, method="t", processes=[3, 3], verdict="faster", floor=0.03)
     r = SweepResult(recipe="amp", title="AMP", pair="resnet18", knob="batch", flag="--batch-size", mode="cpu",
                     rounds=1, command="make sweep-amp", points=[Point(value=8, slow=v, fast=v, speedup=s)],

@@ -13,12 +13,12 @@ KEYS = {"min_speedup", "max_slowdown", "lower_memory", "max_memory_share"}
 
 
 def _entry(slow_ms, fast_ms, device="cuda", fast_mb=50.0) -> WorkloadComparison:
-    slow = [run_result(median=m, device=device) for m in slow_ms]
-    fast = [run_result(median=m, device=device, variant="fast") for m in fast_ms]
+    slow = [run_result(ms=m, device=device) for m in slow_ms]
+    fast = [run_result(ms=m, device=device, variant="fast") for m in fast_ms]
     for r in fast:
         r.memory.peak_mb = fast_mb  # the slow twin's is 100 MB
     entry = WorkloadComparison(slow=aggregate.aggregate(slow), fast=aggregate.aggregate(fast))
-    entry.speedup = stats.speedup(entry.slow.process_medians_ms, entry.fast.process_medians_ms)
+    entry.speedup = stats.speedup(entry.slow.process_ms, entry.fast.process_ms)
     return entry
 
 

@@ -24,7 +24,7 @@ def _start(tmp_path, *flags):
                                       "--out", str(tmp_path / "r.json"), *flags])
 
 
-def test_the_timed_stretch_is_sized_from_the_median_warm_up_step(tmp_path, monkeypatch):
+def test_the_timed_stretch_is_sized_from_the_warm_up_steps_pace(tmp_path, monkeypatch):
     """Warm-up steps of 5 s (compilation), 50 ms (torch.compile's mode="reduce-overhead" recording
     its CUDA graph) and then 1 ms each: 1 s of timed steps is 1000 steps of 1 ms, not the 76 that
     the mean of steps 2..5 (13 ms) would give."""
@@ -95,7 +95,7 @@ def test_a_cpu_capture_records_its_setup_time_and_the_report_renders_it(tmp_path
     fast = run_result(variant="fast")
     fast.compile, fast.notices = result.compile, result.notices
     entry = WorkloadComparison(slow=aggregate.aggregate([slow]), fast=aggregate.aggregate([fast]))
-    entry.speedup = stats.speedup(entry.slow.process_medians_ms, entry.fast.process_medians_ms)
+    entry.speedup = stats.speedup(entry.slow.process_ms, entry.fast.process_ms)
     entry.parity = aggregate.parity(slow, fast, {"early_steps": 5, "early_rtol": 0.01, "window": 10, "rtol": 0.05})
     comparison = Comparison(recipe="cuda_graphs", title="CUDA graphs", evidence_keys=[], smoke=True, device="cpu",
                             command="x", results_dir="r", workloads={"churn": entry}, failures=[])

@@ -89,7 +89,7 @@ def test_speedups_are_against_rung_0_and_the_rung_below(climbed):
     rungs = summary(reports, CLIMBED).rungs
     assert rungs[-1].cumulative == pytest.approx(
         rungs[-1].aggregate.throughput_per_s / rungs[0].aggregate.throughput_per_s)
-    per_sample = lambda r: r.aggregate.median_ms / r.aggregate.config.batch_size  # noqa: E731
+    per_sample = lambda r: r.aggregate.step_ms / r.aggregate.config.batch_size  # noqa: E731
     for below, rung in zip(rungs, rungs[1:]):
         assert rung.incremental.ratio == pytest.approx(per_sample(below) / per_sample(rung))
 
@@ -169,7 +169,7 @@ def test_incremental_speedup_is_against_the_rung_below_even_after_a_failure():
 
     from tests_helpers import run_result
 
-    runs = {0: [run_result(median=10.0)], 2: [run_result(median=5.0)]}  # rung 1 failed
+    runs = {0: [run_result(ms=10.0)], 2: [run_result(ms=5.0)]}  # rung 1 failed
     table = summarize("churn", runs, [], 1, "cpu", "test").rungs
     assert table[1].status == "failed" and table[2].incremental is None and table[2].cumulative == 2.0
 
@@ -217,7 +217,7 @@ def test_targets_are_checked_only_on_a_gpu_run_and_say_by_how_much():
     from tests_helpers import run_result
 
     def rung(i, median_ms, batch, cumulative, rid=None):
-        agg = aggregate([run_result(median=median_ms, batch_size=batch)])
+        agg = aggregate([run_result(ms=median_ms, batch_size=batch)])
         return Rung(index=i, id=rid or f"r{i}", name="x", adds="", status="ok", aggregate=agg, cumulative=cumulative)
 
     gpu = LadderSummary(workload="resnet18", what="", mode="cuda", command="", failures=[],

@@ -35,7 +35,7 @@ H100 = Path(__file__).parent / "data" / "h100-2026-11-22"
 def _runs(medians, variant, device, batch_size=32, peak_mb=100.0):
     out = []
     for m in medians:
-        r = run_result(median=m, variant=variant, device=device, batch_size=batch_size)
+        r = run_result(ms=m, variant=variant, device=device, batch_size=batch_size)
         r.memory = Memory(kind="cuda_allocator" if device == "cuda" else "cpu_peak_rss", peak_mb=peak_mb)
         out.append(r)
     return out
@@ -45,7 +45,7 @@ def _entry(slow_medians, fast_medians, device="cuda", batch_size=32, slow_mb=100
     slow = _runs(slow_medians, "slow", device, batch_size, slow_mb)
     fast = _runs(fast_medians, "fast", device, batch_size, fast_mb)
     entry = WorkloadComparison(slow=aggregate.aggregate(slow), fast=aggregate.aggregate(fast))
-    entry.speedup = stats.speedup(entry.slow.process_medians_ms, entry.fast.process_medians_ms, looks=looks)
+    entry.speedup = stats.speedup(entry.slow.process_ms, entry.fast.process_ms, looks=looks)
     entry.parity = aggregate.parity(slow[0], fast[0], {"early_steps": 5, "early_rtol": 0.01, "window": 10,
                                                          "rtol": 0.05})
     return entry
@@ -95,13 +95,13 @@ def sweep_result(knob="batch size", values=(2, 4, 8, 16, 32)) -> sweep.SweepResu
 def ladder_summary():
     spec = ladder_specs.spec("churn")
     medians = [6.0, 3.1, 2.0, 1.9, 1.8, 0.35, 0.30][:len(spec.rungs)]
-    runs = {i: [run_result(median=m * f, variant="slow", device="cuda", batch_size=512) for f in (1.0, 1.03)]
+    runs = {i: [run_result(ms=m * f, variant="slow", device="cuda", batch_size=512) for f in (1.0, 1.03)]
             for i, m in enumerate(medians)}
     return climb.summarize("churn", runs, [], 2, "cuda", "make ladder", [0, 1])
 
 
 def diagnosis():
-    result = run_result(median=5.97, device="cuda")
+    result = run_result(ms=5.97, device="cuda")
     result.extra["inference"] = {"rows": [
         {"batch_size": bs, "mean_ms": ms, "throughput_per_s": bs * 1000 / ms}
         for bs, ms in ((32, 0.76), (64, 0.79), (128, 1.6), (256, 0.9), (512, 0.98), (1024, 1.09))]}

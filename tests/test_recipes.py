@@ -27,7 +27,7 @@ def test_every_recipe_runs_end_to_end_and_keeps_parity(recipe, smoke_run):
     assert list(comparison["workloads"]) == suite_pairs(recipe)
     for pair, entry in comparison["workloads"].items():
         assert entry["parity"]["ok"], (pair, entry["parity"])
-        assert entry["slow"]["process_medians_ms"] and entry["fast"]["process_medians_ms"]
+        assert entry["slow"]["process_ms"] and entry["fast"]["process_ms"]
     md = (reports / f"{recipe}.md").read_text()
     assert "not a GPU result" in md and all(f"## {pair}" in md for pair in comparison["workloads"])
     assert "parity FAILED" not in proc.stdout + proc.stderr
@@ -48,7 +48,7 @@ def test_comparison_succeeds_with_parity(amp_smoke):
         entry = comparison["workloads"][w]
         assert entry["parity"]["ok"] and entry["parity"]["max_rel"] <= entry["parity"]["rtol"]
         assert entry["speedup"]["ratio"] > 0 and entry["speedup"]["verdict"] == "undecided"  # one process each
-        assert entry["speedup"]["low"] is None and entry["slow"]["process_medians_ms"]
+        assert entry["speedup"]["low"] is None and entry["slow"]["process_ms"]
     assert "parity ok" in proc.stdout and "FAILED" not in proc.stdout
 
 
@@ -95,7 +95,7 @@ def test_report_has_environment_tables_evidence_and_diffs(amp_smoke):
         assert f"+++ {w}_fast.py" in md
     for title in ("self memory", "CPU time", "call count"):
         assert md.count(title) >= 2
-    assert md.count(": per-process medians ") == 4 and md.count("Parity of the training loss (passed)") == 2
+    assert md.count(": per-process mean steps ") == 4 and md.count("Parity of the training loss (passed)") == 2
     assert md.count("no interval (1 process each") == 2 and "nothing to read: HTA reads GPU traces" in md
     assert "make tensorboard" in md and "127.0.0.1:6006" in md
     assert (reports / "amp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -33,12 +33,12 @@ def _evidence(idle: float) -> Evidence:
 
 
 def _entry(slow_medians, fast_medians, device="cuda", idle=0.95) -> WorkloadComparison:
-    slow = [run_result(median=m, device=device) for m in slow_medians]
-    fast = [run_result(median=m, device=device, variant="fast") for m in fast_medians]
+    slow = [run_result(ms=m, device=device) for m in slow_medians]
+    fast = [run_result(ms=m, device=device, variant="fast") for m in fast_medians]
     for r in slow + fast:
         r.evidence = _evidence(idle) if device == "cuda" else None
     entry = WorkloadComparison(slow=aggregate.aggregate(slow), fast=aggregate.aggregate(fast))
-    entry.speedup = stats.speedup(entry.slow.process_medians_ms, entry.fast.process_medians_ms)
+    entry.speedup = stats.speedup(entry.slow.process_ms, entry.fast.process_ms)
     entry.parity = aggregate.parity(slow[0], fast[0], {"early_steps": 5, "early_rtol": 0.01, "window": 10,
                                                          "rtol": 0.05})
     return entry
@@ -93,7 +93,7 @@ def test_mfu_is_achieved_tflops_over_the_measured_ceiling():
 
     from common.analysis.results import OpRoof
 
-    agg = aggregate.aggregate([run_result(median=10.0, device="cuda")])
+    agg = aggregate.aggregate([run_result(ms=10.0, device="cuda")])
     agg.flops_per_step = 4e12  # 4 TFLOP in 10 ms: 400 TFLOP/s
     agg.ceiling = Ceilings(bf16_tflops=800.0)
     matmul = OpRoof("aten::mm", "matmul", "bfloat16", 1, 4e12, 1e6, 5.0, None, None)  # the step's math: bf16
@@ -105,7 +105,7 @@ def test_mfu_is_achieved_tflops_over_the_measured_ceiling():
 
 
 def test_serving_reports_bytes_moved_per_second():
-    agg = aggregate.aggregate([run_result(median=0.5)])
+    agg = aggregate.aggregate([run_result(ms=0.5)])
     agg.bytes_per_step = 512 * 38 * 4 + 512 * 4
     assert metrics.get("bytes_per_s").text(agg) == "159.74 MB/s"
 

@@ -93,7 +93,7 @@ def test_launch_reads_a_result_a_failure_and_an_out_of_memory(tmp_path):
 
 
 def test_results_round_trip_through_json(tmp_path):
-    r = run_result(median=7.0)
+    r = run_result(ms=7.0)
     write_result(tmp_path / "r.json", r)
     back = read_result(tmp_path / "r.json", RunResult)
     assert back == r and back.timing.summary.median_ms == pytest.approx(7.0)
@@ -118,13 +118,13 @@ def test_report_of_an_old_results_file_is_one_line(tmp_path, monkeypatch):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
 
 
-def test_aggregation_is_the_median_of_the_process_medians():
-    agg = aggregate.aggregate([run_result(median=m) for m in (10.0, 30.0, 12.0)])
-    assert agg.median_ms == 12.0 and agg.process_medians_ms == [10.0, 30.0, 12.0]
+def test_aggregation_is_the_median_of_the_process_figures():
+    agg = aggregate.aggregate([run_result(ms=m) for m in (10.0, 30.0, 12.0)])
+    assert agg.step_ms == 12.0 and agg.process_ms == [10.0, 30.0, 12.0]
     assert agg.pooled.n == 60 and agg.between_cv == pytest.approx(0.6362, abs=1e-3)
     assert agg.throughput_per_s == pytest.approx(32 * 1000 / 12.0)
     oom = aggregate.aggregate([run_result(), run_result(status="oom")])
-    assert oom.status == "oom" and oom.median_ms is None
+    assert oom.status == "oom" and oom.step_ms is None
 
 
 def _twins(fast_losses):

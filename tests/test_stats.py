@@ -24,7 +24,9 @@ def test_summary_reports_median_spread_and_throughput():
     assert s.mean_ms == 20.0
     assert s.std_ms == pytest.approx(np.std([10, 10, 10, 50]))
     assert s.cv == pytest.approx(s.std_ms / 20.0)
-    assert s.throughput_per_s == pytest.approx(32 / 0.010)  # samples/s at the median
+    assert s.throughput_per_s == pytest.approx(32 / 0.020)  # samples/s at the mean step: what the steps cost
+    stretch = stats.summarize([10.0, 10.0, 10.0, 50.0], batch_size=32, stretch_ms=21.0)  # the clock's, gaps included
+    assert stretch.mean_ms == 21.0 and stretch.throughput_per_s == pytest.approx(32 / 0.021)
     assert s.min_ms == 10.0 and s.max_ms == 50.0
     assert s.p95_ms == pytest.approx(np.percentile([10, 10, 10, 50], 95))
     assert stats.is_noisy(s.cv)
@@ -45,8 +47,8 @@ def test_two_rounds_give_a_true_median_not_the_maximum():
 
     from tests_helpers import run_result
 
-    agg = aggregate([run_result(median=10.0), run_result(median=14.0)])
-    assert agg.median_ms == pytest.approx(12.0)
+    agg = aggregate([run_result(ms=10.0), run_result(ms=14.0)])
+    assert agg.step_ms == pytest.approx(12.0)
 
 
 def test_the_words_follow_the_interval():
@@ -69,7 +71,9 @@ def test_the_words_follow_the_interval():
 
 def test_the_footnote_says_how_every_interval_on_a_page_was_computed():
     once = stats.footnote(1)
-    assert "Welch t-interval on the logarithms of the per-process median" in once and "Pocock" not in once
+    assert "Welch t-interval on the logarithms of the per-process figures, each the timed stretch's wall time " \
+           "over its steps (the mean step)" in once and "Pocock" not in once
+    assert "each the median step (results written before" in stats.footnote(1, statistic=stats.MEDIAN)
     looked = stats.footnote(8)
     assert "up to 8 times" in looked and "98.8% (Pocock)" in looked and "within +-3%" in looked
 

@@ -11,16 +11,16 @@ def stamp(device="cpu") -> Stamp:
                  torch_threads=2, date="2026-11-22T00:00:00+00:00", git_commit="abc")
 
 
-def run_result(median=10.0, steps=20, variant="slow", losses=None, batch_size=32, device="cpu", status="ok",
+def run_result(ms=10.0, steps=20, variant="slow", losses=None, batch_size=32, device="cpu", status="ok",
                spread=0.01) -> RunResult:
-    step_ms = [median * (1 + spread * ((i % 5) - 2) / 2) for i in range(steps)]
+    step_ms = [ms * (1 + spread * ((i % 5) - 2) / 2) for i in range(steps)]
     r = RunResult(recipe="amp", workload="churn", pair="churn", variant=variant, status=status, device=device,
                   smoke=False, config=Config(batch_size=batch_size, steps=steps, warmup=2, profile_steps=0,
                                              image_size=None, seed=42, data="synthetic"),
                   env=stamp(device), data_source=DataSource(kind="synthetic"), notices=[], total_s=1.0)
     if status == "ok":
         r.timing = Timing(step_ms=step_ms, summary=stats.summarize(step_ms, batch_size), warmup_steps=2, warmup_s=0.1,
-                          first_step_s=0.05, timed_wall_s=sum(step_ms) / 1000, cpu_ms_per_step=median,
+                          first_step_s=0.05, timed_wall_s=sum(step_ms) / 1000, cpu_ms_per_step=ms,
                           worker_cpu_ms_per_step=None, host_data_ms_median=0.01, host_data_share=0.001,
                           data_wait_share=0.001)
         r.memory = Memory(kind="cpu_peak_rss", peak_mb=100.0)

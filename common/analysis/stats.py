@@ -225,8 +225,9 @@ def describe(s: Speedup, who: str | None = None) -> str:
             "undecided": f"{WORDS['undecided']}: {s.ratio:.2f}x ({interval})"}[s.verdict]
 
 
-def footnote(looks: int = 1, floor: float = FLOOR, statistic: str = MEAN) -> str:
-    """How every interval on a page was computed, said once: the page's footnote."""
+def footnote(looks: int = 1, floor: float = FLOOR, statistic: str = MEAN, figure: str | None = None) -> str:
+    """How every interval on a page was computed, said once: the page's footnote. `figure`: what each
+    process's figure is where it is not a step's time (serving's SLA rate)."""
     level = sequential_level(looks)
     sequential = ("" if looks <= 1 else
                   f" The runner looks at the interval after each round, up to {looks} times, and stops once it "
@@ -234,7 +235,7 @@ def footnote(looks: int = 1, floor: float = FLOOR, statistic: str = MEAN) -> str
                   f"call a false difference at most 5% of the time.")
     return (f"The 95% interval is over processes, the unit of replication (steps inside one process are not "
             f"independent samples): a Welch t-interval on the logarithms of the per-process figures, each "
-            f"{STATISTIC_WORDS[statistic]}."
+            f"{figure or STATISTIC_WORDS[statistic]}."
             f"{sequential} \"Faster\" or \"slower\" only when the interval excludes 1; \"no meaningful "
             f"difference\" when it lies within +-{floor:.0%}; otherwise \"no significant difference\" (more "
             f"processes would narrow it).")

@@ -112,7 +112,8 @@ def trials_section(tr: Trials, cpu: bool) -> list[str]:
     lines = ["## Tried on your script", "",
              f"Each fix was applied from outside (the script file is unchanged) and timed against the unchanged "
              f"script in fresh processes, alternating, {tr.rounds} round(s) ({tr.stopped}; budget "
-             f"{tr.budget_s:.0f} s, {tr.spent_s:.0f} s spent). Speedup: the median of the per-process medians, "
+             f"{tr.budget_s:.0f} s, {tr.spent_s:.0f} s spent). Speedup: the median of the per-process figures "
+             f"(each the timed stretch's time over its steps), "
              f"with its 95% interval over processes[^interval]. Parity: the fixed run's losses against the "
              f"unchanged run's, by the fix's recipe's rule. {tr.noise}.{where}", "",
              "| fix | how it was applied | speedup | peak memory | parity | verdict |", "|---|---|---|---|---|---|"]

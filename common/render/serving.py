@@ -190,7 +190,7 @@ def write(plan, found: dict, verdicts: dict):
               f"| torch | {stamp.torch if stamp else '?'} |", f"| commit | {stamp.git_commit if stamp else '?'} |",
               f"| date | {stamp.date if stamp else '?'} |", f"| data | {data.get('note', '?')} |",
               f"| command | `{plan.command}` |", f"| results | `{plan.results_dir.relative_to(plan.reports_dir)}` |",
-              "", stats.footnote() + " Here each process's figure is its SLA rate, compared as time per request.", ""]
+              "", stats.footnote(figure="its SLA rate, compared as time per request"), ""]
     facts = {"kind": "recipe", "recipe": plan.recipe, "smoke": plan.smoke, "pairs": {
         pair: {"ratio": v["speedup"].ratio, "low": v["speedup"].low, "high": v["speedup"].high,
                "verdict": v["speedup"].verdict, "processes": v["speedup"].processes, "floor": v["speedup"].floor,

@@ -153,6 +153,8 @@ def main(argv=None) -> int:
         print(f"  - {f.kind} ({f.cost:.0%} of the step) -> recipes: {', '.join(f.recipes) or 'none'}")
     for g in verdict.gains:
         print(f"  - could gain: {g.kind} -> recipes: {', '.join(g.recipes)}")
+    if obs.result and obs.result.timing and obs.result.timing.bursts:
+        print(f"  - steps in bursts: {obs.result.timing.bursts.words}")
     for t in tried.rows if tried else []:
         print(f"  - tried {t.fix}: {report.trial_result(t)}")
     print(f"report: {path}")
