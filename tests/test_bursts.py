@@ -151,3 +151,11 @@ def test_ready_counts_a_real_loaders_delivered_batches():
     assert 1 <= stages.ready(it) <= 4  # 2 workers x 2 prefetched, less the one handed out
     it._shutdown_workers()
     assert stages.ready(iter([1, 2])) is None
+
+
+def test_without_the_phase_timer_the_fetch_alone_tells_a_data_bound_burst_apart():
+    steps = [13.0, 29.0, 13.0] * 8
+    fetch = {"data": [1.0, 17.0, 1.0] * 8}
+    assert bursts.find(steps, fetch).cause == "the data pipeline"
+    other = bursts.find(steps, {"data": [1.0] * 24})
+    assert other.cause is None and "not the data fetch" in other.words and "--phase-timing" in other.words

@@ -25,7 +25,8 @@ def doctor_try(tmp_path, script, *flags, env=None, script_args=()):
 
 def test_a_loader_bound_script_measures_its_workers_faster_and_proves_them_applied(tmp_path):
     """With the budget sized from the doctor's own run (no --try-budget), said up front: the verdict decides."""
-    proc, rows, trials, md = doctor_try(tmp_path, PLAIN / "loader_bound.py", "--try", "workers")
+    proc, rows, trials, md = doctor_try(tmp_path, PLAIN / "loader_bound.py", "--try", "workers", "--steps", "24",
+                                        "--time", "1")
     said = next(line for line in proc.stdout.splitlines() if line.startswith("doctor --try: a budget of"))
     assert "(1 fix(es) and the unchanged script, 5 rounds each, at about" in said and "--try-budget SECONDS" in said
     assert float(said.split()[5]) == pytest.approx(trials["budget_s"], abs=1)
@@ -34,6 +35,10 @@ def test_a_loader_bound_script_measures_its_workers_faster_and_proves_them_appli
     # 2 workers sleep in parallel: about 2x, read from each process's stretch, not from one mode of its
     # steps, which alternate as the two workers' batches arrive together (the median read 0.97-12.94)
     assert 1.5 <= workers["speedup"]["ratio"] <= 2.6, workers
+    fixed = [json.loads(p.read_text()) for p in (tmp_path / "results" / "doctor").rglob("each/workers_r*.json")]
+    patterns = [f["result"]["timing"].get("bursts") for f in fixed]
+    assert patterns and all(b and b["period"] == 2 and b["cause"] == "loader workers" for b in patterns), patterns
+    assert "; steps alternate " in proc.stdout  # each fixed run's progress line says it
     assert "loader workers handed out the batches" in workers["why"]  # the multi-process iterator
     assert workers["parity_ok"] and trials["deterministic"]
     from common.analysis import stats

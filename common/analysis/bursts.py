@@ -114,6 +114,9 @@ def _cause(step_ms, slow, phase_ms, workers, p, share) -> tuple[str | None, str]
         return None, "no timed phase holds the slow steps' extra time"
     name = max(extra, key=extra.get)
     if extra[name] < 0.5 * gap:
+        if set(extra) == {"data"}:  # only the fetch was timed apart
+            return None, ("not the data fetch: work on some steps only (a host sync, a log, a scheduled step); "
+                          "--phase-timing names the phase")
         return None, "no single timed phase holds most of the slow steps' extra time"
     if name == "data":
         if workers:

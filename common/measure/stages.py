@@ -215,7 +215,8 @@ def timed(feed: Callable, device: torch.device, n: int, batch_size: int, warm: W
     peak = memory.timed_peak(device, phases.timer)
     host_median_ms, host_share, wait_share = data.shares(step_ms, wall_s)
     phase_ms = phases.timer.phase_ms() if phases.timer is not None else None
-    fig = figure(step_ms, timer, batch_size, phase_ms, workers)
+    # without the phase timer, the fetch's own time per step still tells a data-bound burst apart
+    fig = figure(step_ms, timer, batch_size, phase_ms or {"data": data.device_ms() or data.host_ms()}, workers)
     timing = Timing(step_ms=step_ms, summary=fig.summary, warmup_steps=warm.steps,
                     warmup_s=warm.wall_s, first_step_s=warm.first_step_s, timed_wall_s=wall_s,
                     cpu_ms_per_step=cpu_ms, worker_cpu_ms_per_step=worker_cpu_ms,
