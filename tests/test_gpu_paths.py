@@ -185,3 +185,18 @@ def test_the_hook_asks_with_the_run_s_memory_cap(tmp_path, monkeypatch):
         assert ended.value.code == harness.EXIT_OOM and written[-1] is exc
     finally:
         run.close()
+
+
+def test_the_allocators_history_records_python_stacks_only(monkeypatch):
+    """Where a profiled run records the CUDA allocator's history (--memory-snapshot) and where the doctor's
+    OOM rerun does: torch's default stacks add C++ frames, whose symbolizing made a dump take minutes."""
+    calls = []
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", lambda **kw: calls.append(kw))
+    from common.measure import memory
+
+    memory.record_history()
+    assert calls == [{"max_entries": memory.HISTORY_ENTRIES, "stacks": "python"}]
+    import inspect
+
+    assert "memory.record_history()" in inspect.getsource(stages.profiled)  # the profiled stage's one call
+    assert "_record_memory_history(max_entries" not in inspect.getsource(stages)

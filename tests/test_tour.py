@@ -230,3 +230,43 @@ def test_a_primed_pair_is_predicted_with_its_priming_process_at_its_recipes_own_
     assert tour.predicted_s(cache, ledger, "NVIDIA H100", 3) == 3.0 + 7 * 60.0
     assert tour.predicted_s(regional, ledger, "NVIDIA H100", 3) == 3.0 + 6 * 60.0
     assert tour.predicted_s(amp, ledger, "NVIDIA H100", 3) == 3.0 + 6 * 18.0
+
+
+def _small_bundle(tmp_path) -> Path:
+    root = tmp_path / "work"
+    (root / "results" / "amp").mkdir(parents=True)
+    (root / "results" / "amp" / "comparison.json").write_text("{}")
+    manifest = {"schema": 1, "device": "NVIDIA H200", "commit": "abc", "reports_dir": str(root), "costs": {},
+                "legs": {"amp": {"recipe": "amp", "pair": "resnet18", "aa": False, "seconds": 1.0, "processes": 2,
+                                 "line": "amp/resnet18 ...", "comparison": "results/amp/comparison.json",
+                                 "files": ["results/amp/comparison.json"]}}}
+    tour.write_bundle(tmp_path / "bundle", manifest, root)
+    return tmp_path / "bundle"
+
+
+@pytest.mark.parametrize("damage, said", [
+    ("truncate", "volume pairs-1.tar.gz is damaged"), ("remove", "volume pairs-1.tar.gz is missing"),
+    ("no key", "not a whole tour manifest (no legs.amp.files)"), ("json", "not a whole tour manifest"),
+    ("old truncated", "volume pairs-1.tar.gz is damaged (")])
+def test_finalize_refuses_a_damaged_bundle_in_one_line_and_writes_nothing(tmp_path, damage, said):
+    bundle = _small_bundle(tmp_path)
+    volume, manifest_path = bundle / "pairs-1.tar.gz", bundle / "tour.json"
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["sha256"]["pairs-1.tar.gz"] and tour.check_volumes(bundle, manifest) is None
+    if damage in ("truncate", "old truncated"):
+        volume.write_bytes(volume.read_bytes()[:40])  # an interrupted download
+    if damage == "old truncated":  # a bundle written before the checksums: read to its end instead
+        manifest.pop("sha256")
+        manifest_path.write_text(json.dumps(manifest))
+    if damage == "remove":
+        volume.unlink()
+    if damage == "no key":
+        manifest["legs"]["amp"].pop("files")
+        manifest_path.write_text(json.dumps(manifest))
+    if damage == "json":
+        manifest_path.write_text('{"device": "NVIDIA H200", "legs": ')
+    reports = tmp_path / "reports"
+    proc = subprocess.run([sys.executable, "-m", "common.runners.finalize", str(bundle), "--reports-dir",
+                           str(reports)], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and said in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not reports.exists()

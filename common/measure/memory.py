@@ -55,6 +55,15 @@ def cap(device: torch.device, gb: float) -> tuple[float | None, str]:
     return gb, f"GPU memory capped at {gb:g} GB of {total / 1e9:.0f} GB (--memory-budget-gb)"
 
 
+HISTORY_ENTRIES = 100_000
+
+
+def record_history(max_entries: int = HISTORY_ENTRIES) -> None:
+    """The CUDA allocator's history from here on, each event with its Python stack only: torch's default
+    also symbolizes C++ frames, and a snapshot of a long run then took minutes to dump."""
+    torch.cuda.memory._record_memory_history(max_entries=max_entries, stacks="python")
+
+
 def how_to_view(snapshot: Path) -> str:
     """How to open an allocator snapshot: PyTorch's memory viewer, or its HTML rendering offline."""
     snapshot = Path(snapshot)
@@ -99,7 +108,7 @@ class OomRecorder:
                 self.unavailable = (f"the allocator is {torch.cuda.get_allocator_backend()} "
                                     f"({' or '.join(ALLOC_CONF)}), which records no history")
                 return
-            torch.cuda.memory._record_memory_history(max_entries=self.MAX_ENTRIES, stacks="python")
+            record_history(self.MAX_ENTRIES)
             torch._C._cuda_attach_out_of_memory_observer(self._observe)
         except Exception as e:
             self.unavailable = f"the allocator's history could not be recorded ({type(e).__name__}: {e})"

@@ -259,7 +259,7 @@ def profiled(feed: Callable, device: torch.device, steps: int, trace_dir: Path, 
         return None
     snapshot = memory_dir is not None and device.type == "cuda"
     if snapshot:
-        torch.cuda.memory._record_memory_history(max_entries=100_000)  # allocations with stacks
+        memory.record_history()  # allocations with their Python stacks
     with profiler(trace_dir, worker, device, steps, with_stack=memory_dir is not None) as prof:
         phases.profiling = True
         for i in range(steps + 1):  # +1: the profiler's own warm-up step

@@ -64,6 +64,7 @@ def finalize(argv=None) -> int:
     manifest = tour.read_manifest(bundle)
     if manifest is None:
         raise CookbookError(f"{bundle}: no tour.json there; pass the folder make tour wrote (its last line names it)")
+    tour.check_volumes(bundle, manifest)  # a damaged bundle is refused before anything is written
     gpu = not manifest["device"].startswith("CPU")
     reports = Path(args.reports_dir or (env.REPORTS if gpu else env.LOCAL_REPORTS)).absolute()
     place(bundle, manifest, reports)

@@ -19,6 +19,7 @@ finished; `make tour` again measures only the pairs that bundle lacks (same comm
 """
 import argparse
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -216,6 +217,7 @@ def write_bundle(bundle: Path, manifest: dict, root: Path) -> None:
         if int(stale.name.split("-")[1].split(".")[0]) > len(volumes):
             stale.unlink()
     manifest["volumes"] = [f"pairs-{i}.tar.gz" for i in range(1, len(volumes) + 1)]
+    manifest["sha256"] = {f"pairs-{i}.tar.gz": hashlib.sha256(data).hexdigest() for i, data in enumerate(volumes, 1)}
     manifest["left_out"] = left_out
     atomic_write_text(bundle / "tour.json", json.dumps(manifest, indent=1) + "\n")
 
@@ -226,13 +228,51 @@ def unpack(bundle: Path, manifest: dict, root: Path) -> None:
             tar.extractall(root, filter="data")
 
 
+MANIFEST_KEYS = ("device", "commit", "reports_dir", "legs", "volumes")
+LEG_KEYS = ("recipe", "pair", "aa", "line", "comparison", "files")
+
+
 def read_manifest(bundle: Path) -> dict | None:
+    """The bundle's tour.json, checked for what its readers take from it; None where there is none."""
     path = bundle / "tour.json"
     try:
-        return json.loads(path.read_text()) if path.exists() else None
+        manifest = json.loads(path.read_text()) if path.exists() else None
     except ValueError:
-        raise CookbookError(f"{path}: not a tour's manifest (unreadable JSON); move it away or pass another "
-                            "--bundle") from None
+        manifest = []
+    if manifest is None:
+        return None
+    missing = [k for k in MANIFEST_KEYS if k not in manifest] if isinstance(manifest, dict) else ["(an object)"]
+    if not missing and isinstance(manifest["legs"], dict):
+        missing = [f"legs.{name}.{k}" for name, leg in manifest["legs"].items() for k in LEG_KEYS
+                   if not isinstance(leg, dict) or k not in leg][:3]
+    if missing:
+        raise CookbookError(f"{path}: not a whole tour manifest (no {', '.join(missing)}); move it away or pass "
+                            "another --bundle")
+    return manifest
+
+
+def check_volumes(bundle: Path, manifest: dict) -> None:
+    """Each volume tour.json names, present and whole: its SHA-256 as the tour wrote it (a bundle from a
+    tour before checksums: readable to its end). One line naming the first damaged one, else nothing."""
+    sums = manifest.get("sha256") or {}
+    for name in manifest["volumes"]:
+        path = bundle / name
+        if not path.is_file():
+            raise CookbookError(f"{bundle}: volume {name} is missing (tour.json names {len(manifest['volumes'])}); "
+                                "copy the whole bundle folder again")
+        if name in sums:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            if digest != sums[name]:
+                raise CookbookError(f"{bundle}: volume {name} is damaged ({path.stat().st_size} bytes, its "
+                                    "checksum differs from the one the tour wrote: an interrupted download?); "
+                                    "copy it again")
+        else:
+            try:
+                with tarfile.open(path) as tar:
+                    tar.getmembers()
+            except (tarfile.TarError, OSError, EOFError) as e:
+                raise CookbookError(f"{bundle}: volume {name} is damaged ({type(e).__name__}: a truncated "
+                                    "download?); copy it again") from None
 
 
 # --- the sitting ---------------------------------------------------------------------------------
@@ -332,6 +372,7 @@ def _tour(argv, clock, run, check) -> int:
                             f"this is {key} at {commit}; pass another --bundle (a pair's processes never mix code "
                             "or GPUs)")
     if manifest:
+        check_volumes(bundle, manifest)
         unpack(bundle, manifest, work / "reports")
     else:
         manifest = {"schema": 1, "device": key, "profile": profile.to_json(), "commit": commit, "smoke": args.smoke,
