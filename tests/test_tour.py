@@ -26,11 +26,12 @@ def test_every_recipe_names_its_main_pair_in_one_place():
     assert catalog.main_pair("amp") == "resnet18" and catalog.main_pair("cuda_graphs") == "churn"
 
 
-def test_the_plan_is_the_noise_floor_then_every_single_gpu_main_pair_compile_and_serving_last():
+def test_the_plan_is_the_noise_floor_then_every_single_gpu_main_pair_in_the_order_a_reader_needs():
     plan, skipped = tour.legs(device.SIMULATED["H100"], 1)
     names = [leg.name for leg in plan]
     assert names[0] == "aa" and plan[0].aa and (plan[0].recipe, plan[0].pair) == ("amp", "churn")
-    assert names[-3:] == ["compile", "cold_start", "serving"] and plan[-1].served
+    assert names[1:4] == ["amp", "dataloader", "sync_removal"]  # the design card's techniques first
+    assert names[-2:] == ["cold_start", "serving"] and plan[-1].served and plan[-2].fresh
     assert "precision" in names and not any(n.startswith(("ddp", "fsdp")) for n in names)
     assert skipped["fsdp"].startswith("data-parallel")
     t4, why = tour.legs(device.SIMULATED["T4"], 1)
@@ -50,16 +51,20 @@ def run_tour(tmp_path, monkeypatch, costs, budget, clock=None, commit="abc123"):
     tmp_path.mkdir(parents=True, exist_ok=True)
     ledger = tmp_path / "ledger.json"
     ledger.write_text(json.dumps({"default": {"leg_overhead": 0, "churn smoke": 1, "resnet18 smoke": 1,
-                                              "serving smoke": 6}, "devices": {}}))
+                                              "serving smoke": 6, "setup smoke": 0}, "devices": {}}))
     monkeypatch.setattr(tour, "LEDGER", ledger)
     monkeypatch.setattr(tour.env, "git_commit", lambda: commit)
     monkeypatch.setattr(tour.env, "REPO_ROOT", tmp_path)
     clock = clock or Clock()
     ran = []
 
-    def run(cmd, timeout, log):
+    def run(cmd, timeout, log, child_env=None):
         leg = cmd[cmd.index("common.runners.compare") + 1] if "--aa" not in cmd else "aa"
         took = costs[leg]
+        if isinstance(took, tuple):  # (seconds, "failed"): a pair whose runner failed
+            clock.now += took[0]
+            ran.append(leg)
+            return took[1], 1
         if took > timeout:  # still running at the deadline: stopped there
             clock.now += timeout + tour.STOP_GRACE_S
             return "cut", -15
@@ -83,9 +88,18 @@ def test_a_pair_starts_only_when_its_predicted_cost_fits_and_one_at_the_deadline
     assert "cut   folded_ops/churn at the deadline" in out and clock.now - 1000 <= 8 + tour.STOP_GRACE_S
     legs = json.loads((tmp_path / "bundle" / "tour.json").read_text())["legs"]
     assert list(legs) == ["aa", "amp"]  # folded_ops dropped whole; nothing started after the deadline
-    # room for the first two only by prediction: serving (6 s) is skipped, never started
+    # room for the first two only by prediction: serving (6 s) waits for the next sitting, never started
     code, ran, _ = run_tour(tmp_path / "b", monkeypatch, {"aa": 2, "amp": 2, "serving": 6}, budget=5)
-    assert ran == ["aa", "amp"] and "skip  serving/churn: predicted ~6 s, 1 s left" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert ran == ["aa", "amp"] and "plan  no sitting of 5 s holds serving/churn (~6 s): ARGS='--budget 6'" in out
+    assert "plan  the whole tour needs 1 sitting(s) of 5 s on CPU smoke (and longer ones for 1 pair(s))" in out
+    assert "tour: not measured: serving/churn (a longer sitting)" in out
+    # with room for it in a second sitting, it is named for the next one
+    code, ran, _ = run_tour(tmp_path / "c", monkeypatch, {"aa": 2, "amp": 2, "serving": 6}, budget=7)
+    out = capsys.readouterr().out
+    assert ran == ["aa", "amp"] and "plan  next sitting: serving/churn (~6 s)" in out
+    assert "plan  the whole tour needs 2 sitting(s) of 7 s on CPU smoke" in out
+    assert "tour: not measured: serving/churn (the next sitting)" in out
 
 
 def test_another_sitting_measures_only_what_the_bundle_lacks_and_never_mixes_commits(tmp_path, monkeypatch, capsys):
@@ -227,9 +241,9 @@ def test_a_primed_pair_is_predicted_with_its_priming_process_at_its_recipes_own_
     cache = tour.Leg("cold_start", "cold_start", "resnet18_cache")
     regional = tour.Leg("cold_start", "cold_start", "resnet18_regional")
     amp = tour.Leg("amp", "amp", "resnet18")
-    assert tour.predicted_s(cache, ledger, "NVIDIA H100", 3) == 3.0 + 7 * 60.0
-    assert tour.predicted_s(regional, ledger, "NVIDIA H100", 3) == 3.0 + 6 * 60.0
-    assert tour.predicted_s(amp, ledger, "NVIDIA H100", 3) == 3.0 + 6 * 18.0
+    assert tour.predicted(cache, ledger, "NVIDIA H100", 3).seconds == 3.0 + 7 * 60.0
+    assert tour.predicted(regional, ledger, "NVIDIA H100", 3).seconds == 3.0 + 6 * 60.0
+    assert tour.predicted(amp, ledger, "NVIDIA H100", 3).seconds == 3.0 + 6 * 18.0
 
 
 def _small_bundle(tmp_path) -> Path:

@@ -48,12 +48,16 @@ def place(bundle: Path, manifest: dict, reports: Path) -> None:
 
 
 def merge_ledger(manifest: dict, path: Path | None = None) -> bool:
-    """A GPU bundle's seconds per process, by leg, into the ledger for its device (not a CPU's)."""
+    """A GPU bundle's seconds per process of the pairs it kept, by leg, and its setup, into the ledger for
+    its device (not a CPU's)."""
     if manifest["device"].startswith("CPU") or not manifest.get("costs"):
         return False
     path = path or tour.LEDGER
     ledger = tour.read_ledger(path)
-    ledger.setdefault("devices", {}).setdefault(manifest["device"], {}).update(manifest["costs"])
+    mine = ledger.setdefault("devices", {}).setdefault(manifest["device"], {})
+    mine.update({name: cost for name, cost in manifest["costs"].items() if name in manifest["legs"]})  # kept pairs only
+    if manifest.get("setup_s"):
+        mine["setup"] = manifest["setup_s"]
     atomic_write_text(path, json.dumps(ledger, indent=1) + "\n")
     return True
 

@@ -328,9 +328,10 @@ def warm_server(cuda: bool, compiles: bool = False, wanted: bool = True):
     touched CUDA (common.measure.zygote): a child then starts in milliseconds, not the seconds of
     torch's import, and initialises CUDA itself. Not where one serves already (a tour's, the test
     suite's) or COOKBOOK_ZYGOTE=0 says so (each child a fresh interpreter; so does wanted=False).
-    compiles: the children compile on a CPU, so Inductor's C++ backend is warmed once (~10 s)."""
+    compiles: the children compile on a CPU, so Inductor's C++ backend is warmed once (~10 s). Yields
+    the server's pid (it leads its own session), or None where this call started none."""
     if not wanted or os.environ.get(env.ZYGOTE_ENV):
-        yield
+        yield None
         return
     folder = Path(tempfile.mkdtemp(prefix="cookbook-zygote-"))  # short: a socket's path has 107 bytes at most
     sock = folder / "socket"
@@ -344,7 +345,7 @@ def warm_server(cuda: bool, compiles: bool = False, wanted: bool = True):
             os.environ[env.ZYGOTE_ENV] = str(sock)
         else:
             print("the fork server did not start: each child starts as a fresh interpreter", flush=True)
-        yield
+        yield proc.pid
     finally:
         os.environ.pop(env.ZYGOTE_ENV, None)
         with contextlib.suppress(subprocess.TimeoutExpired):

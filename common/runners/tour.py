@@ -1,21 +1,25 @@
 """`make tour`: the whole cookbook on one GPU in one sitting. The noise floor first (the A/A: amp's churn
 slow twin against itself), then the main pair of every recipe that runs on one GPU (MAIN in its
-settings: catalog.main_pair), compile, cold_start and serving last, each pair one `compare` of 3 alternating rounds,
-one process on the GPU at a time; its line as it ends. The analysis waits for any machine:
+settings: catalog.main_pair) in the order a reader needs them, each pair one `compare` of 3 alternating
+rounds, one process on the GPU at a time; its line as it ends. The analysis waits for any machine:
 
     python -m common.runners.tour [--budget 480] [--only amp,compile] [--rounds 3] [--bundle DIR]
                                   [--list] [--dry-run] [--smoke] [--no-zygote]
     python -m common.runners.finalize DIR      # the reports, the overview, the README's column
 
-A deadline that holds: a pair starts only when its predicted cost (reports/tour_ledger.json: seconds
-per process on this GPU, else a stated default) fits what is left; one still running at the deadline is
-stopped and dropped whole. Fail fast: one child per workload starts CUDA and runs a step first (30 s),
-or the tour stops and says why. Cheap processes: the device probed and the ceilings measured once; every
-child forked from a server that imported torch and the harness and never touched CUDA
-(common.measure.zygote). The bundle (--bundle, default reports/results/tour/<device>-<commit>/bundle):
-tour.json and at most 7 gzipped volumes of the pairs' results, logs, timelines and traces, each at most
-16 MiB, rewritten atomically after each pair, so that a tour killed at any instant keeps every pair it
-finished; `make tour` again measures only the pairs that bundle lacks (same commit, same device).
+A deadline that holds, counted from the command's start: the plan (common.runners.sitting) schedules the
+pairs whose predicted cost (this bundle's own pairs, then reports/tour_ledger.json, then a stated default
+scaled by this GPU's ceilings) fits, names the rest for the next sitting and says how many sittings the
+whole tour needs; one still running at the deadline is stopped and dropped whole, and a pair that failed
+is never kept as measured. Fail fast: one child per workload starts CUDA and runs a step first (30 s),
+or the tour stops and says why. Cheap processes: the device probed, the ceilings measured and the data's
+source decided once; every child forked from a server that imported torch and the harness and never
+touched CUDA (common.measure.zygote), but a FRESH recipe's (cold_start), whose cold start counts the
+imports. The bundle (--bundle, default reports/results/tour/<device>-<commit>/bundle): tour.json (with
+each volume's SHA-256) and at most 7 gzipped volumes of the pairs' results, logs, timelines and traces,
+each at most 16 MiB, rewritten atomically after each pair, so that a tour killed at any instant keeps
+every pair it finished; `make tour` again measures only the pairs that bundle lacks (same commit, same
+device), and first stops what a killed tour left running.
 """
 import argparse
 import contextlib
@@ -35,12 +39,12 @@ from common import catalog, env
 from common.analysis.results import Comparison, atomic_write_bytes, atomic_write_text, read_result
 from common.cli import OneLineParser, pick, positive_int
 from common.errors import CookbookError, exit_with
-from common.runners import launch
+from common.runners import launch, sitting
 
 LEDGER = env.REPO_ROOT / "reports" / "tour_ledger.json"
 MAX_FILES, VOLUME_BYTES = 8, 16 * 2**20  # what a hosted notebook downloads in one go
 FIRST = "aa"  # the noise floor's leg
-LAST = ("compile", "cold_start", "serving")  # compilation in every process, and the served pair: the longest, last
+SERVING_PACKAGES = ("fastapi", "uvicorn", "pydantic")  # what the served pair's HTTP endpoint needs
 PREFLIGHT_S = 30.0
 STOP_GRACE_S = 3.0  # a pair stopped at the deadline: SIGTERM, then SIGKILL after this
 
@@ -53,6 +57,7 @@ class Leg:
     pair: str
     aa: bool = False
     served: bool = False
+    fresh: bool = False  # every process a fresh interpreter (its recipe's FRESH: a cold start counts the imports)
 
     @property
     def workload(self) -> str:
@@ -73,22 +78,31 @@ class Done:
 
 
 def legs(profile, gpus: int, only: list[str] | None = None) -> tuple[list[Leg], dict[str, str]]:
-    """The sitting's plan and, for each pair left out, why: the A/A, then every recipe's main pair that
-    runs on one GPU, compile, cold_start and serving last."""
-    recipes = sorted(catalog.available(), key=lambda r: (r in LAST, LAST.index(r) if r in LAST else 0, r))
+    """The tour's pairs in the order a reader needs them (sitting.order) and, for each recipe left out,
+    why: the A/A, then every recipe's main pair that runs on one GPU and has what it needs here."""
     plan, skipped = [Leg(FIRST, "amp", "churn", aa=True)], {}
-    for r in recipes:
+    for r in sorted(catalog.available()):
         if getattr(catalog.settings(r), "DISTRIBUTED", False):
             skipped[r] = "data-parallel: needs 2 or more GPUs, one per rank (make recipe-" + r + ")"
             continue
-        why = catalog.not_applicable(r, profile)
+        why = catalog.not_applicable(r, profile) or (missing_packages() if catalog.served(r) else None)
         if why:
             skipped[r] = why
             continue
-        plan.append(Leg(r, r, catalog.main_pair(r), served=catalog.served(r)))
+        plan.append(Leg(r, r, catalog.main_pair(r), served=catalog.served(r),
+                        fresh=bool(getattr(catalog.settings(r), "FRESH", False))))
     if only:
         plan = [leg for leg in plan if leg.name in only]
-    return plan, skipped
+    return sitting.order(plan), skipped
+
+
+def missing_packages() -> str | None:
+    """Why the served pair cannot run here: the packages its endpoint needs that are not installed."""
+    import importlib.util
+
+    missing = [name for name in SERVING_PACKAGES if importlib.util.find_spec(name) is None]
+    return (f"its HTTP endpoint needs {', '.join(missing)}, not installed here (pip install {' '.join(missing)}; "
+            "a GPU image without the network takes them as wheels: docs/tour.md)") if missing else None
 
 
 def device_key(profile, smoke: bool) -> str:
@@ -98,38 +112,51 @@ def device_key(profile, smoke: bool) -> str:
 
 def read_ledger(path: Path | None = None) -> dict:
     path = path or LEDGER
-    return json.loads(path.read_text()) if path.exists() else {"default": {}, "devices": {}}
+    try:
+        return json.loads(path.read_text()) if path.exists() else {"default": {}, "devices": {}}
+    except ValueError:
+        raise CookbookError(f"{path}: unreadable JSON; restore it (git checkout {env.shown_path(path)})") from None
 
 
-def predicted_s(leg: Leg, ledger: dict, key: str, rounds: int) -> float:
-    """Seconds the leg should take here: its processes (a primed pair's one more: PRIME) at this device's
-    measured seconds each (the ledger), else the stated default for its recipe or its workload, plus the
-    runner's own start."""
-    default = ledger.get("default", {})
-    known = ledger.get("devices", {}).get(key, {})
-    kind = "smoke" if "smoke" in key else "process"
-    if leg.served:
-        return float(known.get(leg.name, default.get(f"serving {kind}", default.get("serving", 240.0))))
-    per_process = known.get(leg.name, default.get(f"{leg.name} {kind}", default.get(f"{leg.workload} {kind}", 20.0)))
+def predicted(leg: Leg, ledger: dict, key: str, rounds: int, bundle_costs: dict | None = None,
+              ceilings: dict | None = None) -> sitting.Cost:
+    """Seconds the leg should take here (sitting.predicted), a primed pair (PRIME) with its priming process."""
     primed = not leg.aa and leg.pair in getattr(catalog.settings(leg.recipe), "PRIME", ())
-    return float(default.get("leg_overhead", 3.0)) + (2 * rounds + primed) * float(per_process)
+    return sitting.predicted(leg, ledger, key, rounds, bundle_costs, ceilings, primed)
 
 
-def leg_command(leg: Leg, args, work: Path) -> list[str]:
+def setup_s(ledger: dict, key: str) -> float:
+    """What a sitting spends before its first pair on this device (measured by earlier sittings), else the default."""
+    known = ledger.get("devices", {}).get(key, {})
+    default = ledger.get("default", {})
+    return float(known.get("setup", default.get("setup smoke" if "smoke" in key else "setup", 30.0)))
+
+
+def leg_command(leg: Leg, args, work: Path, cls: str | None = None) -> list[str]:
+    """The leg's runner; on a GPU, its scripts' steps capped where its class cannot afford the presets'."""
     cmd = [sys.executable, "-m", "common.runners.compare", leg.recipe, "--workloads", leg.pair,
            "--reports-dir", str(work / "reports"), "--device", args.device]
     if not leg.served:
         cmd += ["--rounds", str(args.rounds), "--no-report"]
     cmd += ["--aa"] * leg.aa + ["--smoke"] * args.smoke + [f"--data={d}" for d in args.data]
-    return cmd
+    caps = sitting.step_flags(cls, leg.workload) if cls and not args.smoke and not leg.served else []
+    return cmd + (["--", *caps] if caps else [])
 
 
-def run_leg(cmd: list[str], timeout: float, log: Path) -> tuple[str, int]:
+def leg_env(leg: Leg) -> dict[str, str]:
+    """The leg's environment: a FRESH recipe's processes start as fresh interpreters, never forked from
+    the tour's server, so that its time to first step is `make recipe-<name>`'s."""
+    base = {k: v for k, v in os.environ.items() if not (leg.fresh and k == env.ZYGOTE_ENV)}
+    return {**base, "PYTHONUNBUFFERED": "1"}
+
+
+def run_leg(cmd: list[str], timeout: float, log: Path, child_env: dict | None = None) -> tuple[str, int]:
     """Run one leg in its own process group; stop it (all it started too) once `timeout` has passed.
     ("ok" | "failed" | "cut", exit status)."""
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, cwd=env.REPO_ROOT, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                env=child_env or {**os.environ, "PYTHONUNBUFFERED": "1"})
+        running.add(proc.pid)
         try:
             code = proc.wait(timeout=max(timeout, 0.1))
             return ("ok" if code == 0 else "failed"), code
@@ -139,6 +166,56 @@ def run_leg(cmd: list[str], timeout: float, log: Path) -> tuple[str, int]:
         except BaseException:
             _stop(proc)
             raise
+        finally:
+            running.discard(proc.pid)
+
+
+class Running:
+    """The process groups this tour started (its legs' runners, its fork server), kept in a file as they
+    start and end, so that the next tour stops what a tour killed at once (SIGKILL) left on the GPU."""
+
+    def __init__(self):
+        self.path: Path | None = None
+        self.pids: set[int] = set()
+
+    def add(self, pid: int | None) -> None:
+        if pid:
+            self.pids.add(pid)
+            self._write()
+
+    def discard(self, pid: int) -> None:
+        self.pids.discard(pid)
+        self._write()
+
+    def _write(self) -> None:
+        if self.path is not None:
+            atomic_write_text(self.path, json.dumps(sorted(self.pids)) + "\n")
+
+
+running = Running()
+ORPHANS = ("common.runners.compare", "common.measure.zygote")  # what a tour's process groups lead
+
+
+def stop_orphans(path: Path) -> list[int]:
+    """The process groups a killed tour left running (its file of them), stopped where each is still led
+    by one of the cookbook's processes (a pid the system gave to another program since is left alone)."""
+    try:
+        pids = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    stopped = []
+    for pid in pids if isinstance(pids, list) else []:
+        try:
+            cmdline = Path(f"/proc/{int(pid)}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        if not any(name in cmdline for name in ORPHANS):
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(int(pid), signal.SIGKILL)  # each leads its own session: the group holds its children
+            stopped.append(int(pid))
+    path.unlink(missing_ok=True)
+    return stopped
 
 
 def _stop(proc) -> None:
@@ -294,17 +371,24 @@ def parse_args(argv):
 
 
 def prepare_data(plan: list[Leg], args) -> None:
-    """Each workload's data read, downloaded or synthesized once, under the loaders' own locks and
+    """Each workload's data found, downloaded or synthesized once, under the loaders' own locks and
     caches, before the first child: a fresh machine's download is not a child's start-up (nor the
-    preflight's 30 s), and no pair's first process pays it."""
+    preflight's 30 s), and no pair's first process pays it. Where the data comes from is decided here
+    once (datasource.decide): the children never probe the network, which on a machine that drops its
+    traffic cost each of them a 10 s time-out."""
     from common.presets import WORKLOADS
-    from common.workloads import cifar10, telco
+    from common.workloads import cifar10, datasource, telco
 
-    loaders = {"churn": telco.load, "resnet18": cifar10.load_train}
+    sets = {"churn": ("telco", telco.locate, telco.load), "resnet18": ("cifar10", cifar10.locate, cifar10.load_train)}
     for workload, flags in launch.data_flags(args.data, WORKLOADS).items():
         if workload in {leg.workload for leg in plan}:
             t0 = time.perf_counter()
-            *_, source = loaders[workload](flags[1] if flags else None)
+            name, locate, load = sets[workload]
+            given = flags[1] if flags else None
+            if given is None:
+                found = locate(None)
+                datasource.decide(name, found[0], found[-1])
+            *_, source = load(given)
             print(f"data  {workload}: {getattr(source, 'kind', source)} ({time.perf_counter() - t0:.1f} s)", flush=True)
 
 
@@ -326,21 +410,30 @@ def preflight(plan: list[Leg], work: Path, args) -> str | None:
     return None
 
 
+SITTING_ENV = (env.DEVICE_SEEN_ENV, "COOKBOOK_DATA_DECIDED", "COOKBOOK_OFFLINE")  # what a sitting sets for its children
+
+
 def tour(argv=None, clock=time.monotonic, run=run_leg, check=preflight) -> int:
-    """The sitting (_tour); what it probed for its runners (env.DEVICE_SEEN_ENV) is put back after it."""
-    before = os.environ.get(env.DEVICE_SEEN_ENV)
+    """The sitting (_tour); what it set for its runners (SITTING_ENV) is put back after it."""
+    before = {k: os.environ.get(k) for k in SITTING_ENV}
     try:
         return _tour(argv, clock, run, check)
     finally:
-        if before is None:
-            os.environ.pop(env.DEVICE_SEEN_ENV, None)
-        else:
-            os.environ[env.DEVICE_SEEN_ENV] = before
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _tour(argv, clock, run, check) -> int:
     """The sitting. clock, run and check stand in for the time, a leg's run and the preflight in tests."""
+    started = clock()  # the deadline counts from here: the probes below are the sitting's time too
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    pidfile = env.REPO_ROOT / "reports" / "results" / "tour" / ".running.json"
+    if not (args.list or args.dry_run) and (stopped := stop_orphans(pidfile)):
+        print(f"tour: stopped {len(stopped)} process group(s) a killed tour left running "
+              f"({', '.join(map(str, stopped))})", flush=True)
     if args.smoke and args.device == "auto":
         args.device = "cpu"
     cuda = launch.use_cuda(args.device)
@@ -349,28 +442,36 @@ def _tour(argv, clock, run, check) -> int:
     only = pick("--only", args.only, [leg.name for leg in plan], "leg") if args.only else None
     plan = [leg for leg in plan if not only or leg.name in only]
     key, ledger = device_key(profile, args.smoke), read_ledger()
-    if args.list or args.dry_run:
-        total = 0.0
-        for leg in plan:
-            cost = predicted_s(leg, ledger, key, args.rounds)
-            total += cost
-            print(f"{leg.name:<18} {leg.recipe}/{leg.pair}" + (f"  ~{cost:.0f} s" if args.dry_run else ""))
-        for name, why in skipped.items():
-            print(f"{name:<18} left out: {why}")
-        if args.dry_run:
-            print(f"tour on {key}: {len(plan)} pairs, ~{total:.0f} s predicted (ledger {env.shown_path(LEDGER)}), "
-                  f"budget {args.budget} s")
-        return 0
+    cls = sitting.gpu_class(profile.name, profile.capability) if profile.kind == "cuda" else None
+    ceilings = sitting.read_ceilings(ceiling_cache(), profile.name) if cls else None
     commit = env.git_commit()
     root = env.REPO_ROOT / "reports" / "results" / "tour" / f"{slug(key)}-{commit[:12]}"
     bundle = Path(args.bundle).absolute() if args.bundle else root / "bundle"
-    work = root / "work"
-    work.mkdir(parents=True, exist_ok=True)
     manifest = read_manifest(bundle)
     if manifest and (manifest.get("commit"), manifest.get("device")) != (commit, key):
         raise CookbookError(f"{bundle} holds a tour of {manifest.get('device')} at {manifest.get('commit')}: "
                             f"this is {key} at {commit}; pass another --bundle (a pair's processes never mix code "
                             "or GPUs)")
+    costs = (manifest or {}).get("costs", {})
+    todo = [leg for leg in plan if leg.name not in (manifest or {}).get("legs", {})]
+    cost_of = lambda leg: predicted(leg, ledger, key, args.rounds, costs, ceilings)  # noqa: E731
+    spent = clock() - started
+    schedule = sitting.plan(todo, cost_of, args.budget, max(spent, setup_s(ledger, key)))
+    gpu = f"{key} ({cls} class)" if cls else key
+    for name, why in skipped.items():
+        if not only or name in only:
+            print(f"{name:<18} left out: {why}")
+    if args.list or args.dry_run:
+        for leg in plan:
+            had = leg.name not in {x.name for x in todo}
+            cost = cost_of(leg)
+            print(f"{leg.name:<18} {leg.recipe}/{leg.pair}" + (f"  ~{cost.seconds:.0f} s ({cost.source})"
+                                                               if args.dry_run else "") + ("  (in the bundle)" * had))
+        if args.dry_run:
+            print("\n".join(sitting.words(schedule, gpu)) + f" (ledger {env.shown_path(LEDGER)})")
+        return 0
+    work = root / "work"
+    work.mkdir(parents=True, exist_ok=True)
     if manifest:
         check_volumes(bundle, manifest)
         unpack(bundle, manifest, work / "reports")
@@ -378,50 +479,54 @@ def _tour(argv, clock, run, check) -> int:
         manifest = {"schema": 1, "device": key, "profile": profile.to_json(), "commit": commit, "smoke": args.smoke,
                     "rounds": args.rounds, "reports_dir": str(work / "reports"), "legs": {}, "costs": {}}
     manifest["reports_dir"] = str(work / "reports")
-    todo = [leg for leg in plan if leg.name not in manifest["legs"]]
     for leg in plan:
         if leg.name in manifest["legs"]:
             print(f"have  {manifest['legs'][leg.name]['line']}", flush=True)
-    deadline = clock() + args.budget
-    print(f"tour on {key} at {commit[:12]}: {len(todo)} pair(s) to measure within {args.budget} s "
-          f"(bundle {env.shown_path(bundle)})", flush=True)
-    if not todo:
+    deadline = started + args.budget
+    print(f"tour on {gpu} at {commit[:12]}: {len(todo)} pair(s) to measure, {args.budget} s from the command's "
+          f"start (bundle {env.shown_path(bundle)})", flush=True)
+    for line in sitting.words(schedule, gpu) if todo else []:
+        print(f"plan  {line}", flush=True)
+    if not schedule.now:
         return 0
     status = 0
+    running.path = pidfile
     # the device probed once, the ceilings measured once: every runner below reads them
     if cuda:
         launch.ensure_ceiling(True)
     os.environ[env.DEVICE_SEEN_ENV] = json.dumps({"gpus": launch.cuda_device_count() if cuda else 0,
                                                   "profile": profile.to_json() if cuda else None, "ceiling": True})
     if check is preflight:  # the tests' stand-in preflight needs no data either
-        prepare_data(todo, args)
-    with launch.warm_server(cuda, compiles=True, wanted=not args.no_zygote):
-        why = check(todo, work, args)
+        prepare_data([leg for leg, _ in schedule.now], args)
+    with launch.warm_server(cuda, compiles=True, wanted=not args.no_zygote) as server:
+        running.add(server)
+        why = check([leg for leg, _ in schedule.now], work, args)
         if why:
             print(f"tour: stopped before the first pair: {why}", file=sys.stderr, flush=True)
             return 1
-        for leg in todo:
+        manifest["setup_s"] = round(clock() - started, 1)  # what this sitting spent before its first pair
+        for leg, cost in schedule.now:
             left = deadline - clock()
-            cost = predicted_s(leg, ledger, key, args.rounds)
-            if cost > left:
-                print(f"skip  {leg.recipe}/{leg.pair}: predicted ~{cost:.0f} s, {left:.0f} s left", flush=True)
+            if cost.seconds > left:
+                print(f"skip  {leg.recipe}/{leg.pair}: predicted ~{cost.seconds:.0f} s, {left:.0f} s left: the next "
+                      "sitting", flush=True)
                 continue
             reports = work / "reports"
             reports.mkdir(parents=True, exist_ok=True)
             before = snapshot(reports)
             t0 = clock()
-            kind, code = run(leg_command(leg, args, work), left, work / f"{leg.name}.log")
+            kind, code = run(leg_command(leg, args, work, cls), left, work / f"{leg.name}.log", leg_env(leg))
             took = clock() - t0
             if kind == "cut":
                 print(f"cut   {leg.recipe}/{leg.pair} at the deadline after {took:.0f} s: dropped whole", flush=True)
                 break
-            files = new_files(reports, before)
             comparison = _comparison(reports, leg)
             line = pair_line(leg, comparison, took, deadline - clock(), served_verdict(reports, leg) or kind)
             status |= kind != "ok"
-            if comparison is None and not leg.served and kind != "ok":  # nothing measured: the next sitting retries
-                print(f"{line} (exit {code}; log {env.shown_path(work / f'{leg.name}.log')})", flush=True)
+            if not measured(leg, comparison, kind):  # never kept, its seconds never in the ledger: retried next time
+                print(f"{line}: not kept (exit {code}; log {env.shown_path(work / f'{leg.name}.log')})", flush=True)
                 continue
+            files = new_files(reports, before)
             processes = 2 * args.rounds if not leg.served else 1
             manifest["legs"][leg.name] = asdict(Done(leg.recipe, leg.pair, leg.aa, round(took, 1), processes, line,
                                                     _relative(reports, leg), files))
@@ -430,9 +535,33 @@ def _tour(argv, clock, run, check) -> int:
             write_bundle(bundle, manifest, reports)  # kept before it is said
             print(line if kind == "ok" else f"{line} (exit {code}; log {env.shown_path(work / f'{leg.name}.log')})",
                   flush=True)
+        running.discard(server)
+    longer = {leg.name for leg, _ in schedule.never}
+    left_over = [f"{leg.recipe}/{leg.pair} ({'a longer sitting' if leg.name in longer else 'the next sitting'})"
+                 for leg in plan if leg.name not in manifest["legs"]]
+    if left_over:
+        print(f"tour: not measured: {', '.join(left_over)}; make tour again on this GPU at this commit measures only "
+              "these", flush=True)
     print(f"tour: {len(manifest['legs'])} pair(s) in {env.shown_path(bundle)}; analyse anywhere: "
           f"make finalize BUNDLE={env.shown_path(bundle)}", flush=True)
     return 1 if status else 0
+
+
+def measured(leg: Leg, comparison: Comparison | None, kind: str) -> bool:
+    """Whether a leg's pair was measured and may be kept: its runner ended well, or (a recipe's pair)
+    every process ran and only the check of its result failed (parity: a finding, reported); never a
+    pair whose processes failed, nor a served pair whose runner did."""
+    if kind == "ok":
+        return True
+    if leg.served or comparison is None or comparison.failures:
+        return False
+    return bool(comparison.workloads) and all(e.slow and e.fast and e.speedup for e in comparison.workloads.values())
+
+
+def ceiling_cache() -> Path:
+    from common.analysis import ceiling
+
+    return ceiling.path()
 
 
 def slug(text: str) -> str:

@@ -165,6 +165,8 @@ def locate(data_arg: str | None) -> tuple[Path, bool, datasource.DataSource]:
             "synthetic", None, "synthetic images in the CIFAR-10 pickle format (not real data)")
     if data_arg:
         return check_folder(Path(data_arg)), True, datasource.source("local", str(data_arg))
+    if chosen := datasource.decided("cifar10"):  # the parent probed once: no child asks the network again
+        return Path(chosen[0]), chosen[1].kind != "synthetic", chosen[1]
     reason = "offline mode"
     real = env.data_dir() / "cifar10"
     cached = _cached(real)

@@ -6,6 +6,30 @@ import urllib.request
 
 from common.analysis.results import DataSource
 
+DECIDED_ENV = "COOKBOOK_DATA_DECIDED"  # where a parent (the tour) decided each data set's source once
+
+
+def decided(name: str) -> tuple[str, DataSource] | None:
+    """The path and source record a parent decided for data set `name` (its children never probe the
+    network again), or None."""
+    import json
+
+    try:
+        found = json.loads(os.environ.get(DECIDED_ENV) or "{}").get(name)
+    except ValueError:
+        return None
+    return (found["path"], DataSource.from_json(found["source"])) if found else None
+
+
+def decide(name: str, path, src: DataSource) -> None:
+    """Record for this process's children where data set `name` is and what it is; they skip the network."""
+    import json
+
+    chosen = json.loads(os.environ.get(DECIDED_ENV) or "{}")
+    chosen[name] = {"path": str(path), "source": src.to_json()}
+    os.environ[DECIDED_ENV] = json.dumps(chosen)
+    os.environ["COOKBOOK_OFFLINE"] = "1"
+
 
 def offline() -> bool:
     """COOKBOOK_OFFLINE=1 skips the network sources (they fail fast offline anyway)."""

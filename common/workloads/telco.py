@@ -111,6 +111,8 @@ def locate(data_arg: str | None) -> tuple[Path, datasource.DataSource]:
         return _synthetic_csv(), datasource.source("synthetic", None, "synthetic Telco-schema CSV (not real data)")
     if data_arg:
         return Path(data_arg), datasource.source("local", str(data_arg))
+    if chosen := datasource.decided("telco"):  # the parent probed once: no child asks the network again
+        return Path(chosen[0]), chosen[1]
     reason = "offline mode"
     if not datasource.offline() and not datasource.reachable("https://www.kaggle.com"):
         reason = "kaggle.com unreachable"
