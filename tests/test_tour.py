@@ -284,3 +284,150 @@ def test_finalize_refuses_a_damaged_bundle_in_one_line_and_writes_nothing(tmp_pa
                            str(reports)], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and said in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not reports.exists()
+
+
+def _committed_ledger():
+    return tour.read_ledger(REPO / "reports" / "tour_ledger.json")
+
+
+@pytest.mark.parametrize("name", ["T4", "A100", "H100"])
+def test_the_plan_on_a_simulated_gpu_says_what_fits_what_is_next_and_how_many_sittings(name):
+    """What fits a 480 s sitting on each class, from the committed ledger's figures, in reader order; the rest
+    is named for later sittings and their number is said; every recipe is planned or said left out, and why."""
+    profile = device.SIMULATED[name]
+    plan, skipped = tour.legs(profile, 1)
+    cls = tour.sitting.gpu_class(profile.name, profile.capability)
+    ledger = _committed_ledger()
+    ceilings = {"T4": {"fp32_tflops": 8.1, "bandwidth_gbs": 300.0}}.get(name)  # a T4's order of magnitude
+    schedule = tour.sitting.plan(plan, lambda leg: tour.predicted(leg, ledger, profile.name, 3, {}, ceilings), 480,
+                                 tour.setup_s(ledger, profile.name))
+    now, later = [leg.name for leg, _ in schedule.now], [leg.name for leg, _ in schedule.later]
+    assert now[0] == "aa" and sum(c.seconds for _, c in schedule.now) <= 480 - schedule.setup_s
+    assert set(now) | set(later) | {leg.name for leg, _ in schedule.never} == {leg.name for leg in plan}
+    assert set(now) | set(later) | set(skipped) | {leg.name for leg, _ in schedule.never} >= set(catalog.available())
+    assert schedule.sittings >= 2 and later  # the whole tour does not fit one 480 s sitting on any of them
+    order = [leg.name for leg in plan]
+    assert now == [n for n in order if n in now]  # taken in the reader's order, never reshuffled
+    said = "\n".join(tour.sitting.words(schedule, f"{profile.name} ({cls} class)"))
+    assert f"the whole tour needs {schedule.sittings} sitting(s) of 480 s on {profile.name}" in said
+    if name == "T4":  # its ceilings make the H200's defaults about 8x longer: fewer pairs fit
+        h100 = tour.sitting.plan(tour.legs(device.SIMULATED["H100"], 1)[0],
+                                 lambda leg: tour.predicted(leg, ledger, "H100", 3), 480, 30.0)
+        assert len(schedule.now) < len(h100.now) and schedule.sittings > h100.sittings
+        assert cls == "T4" and "precision" in skipped
+
+
+def test_predictions_come_from_the_bundles_own_pairs_then_the_ledger_then_a_scaled_default():
+    ledger = {"default": {"leg_overhead": 0.0, "resnet18 process": 18.0, "churn process": 15.0},
+              "devices": {"GPU X": {"amp": 20.0, "fused_ops": 10.0}},
+              "reference": {"fp32_tflops": 50.0, "bandwidth_gbs": 4000.0}}
+    amp, fused = tour.Leg("amp", "amp", "resnet18"), tour.Leg("fused_ops", "fused_ops", "resnet18")
+    channels = tour.Leg("channels_last", "channels_last", "resnet18")
+    assert tour.sitting.per_process(amp, ledger, "GPU X", {"amp": 30.0}, None) == tour.sitting.Cost(30.0, "this bundle")
+    # the ledger's figure, scaled by how this sitting's pairs compared with it (30 against 20: 1.5x)
+    ledgers = tour.sitting.per_process(fused, ledger, "GPU X", {"amp": 30.0}, None)
+    assert ledgers == tour.sitting.Cost(15.0, "the ledger")
+    # a default, scaled by this device's ceilings against the reference's (a quarter of each: its steps 4x
+    # slower, the whole process as much where all of it runs on the device), never below 1x
+    slow = {"fp32_tflops": 12.5, "bandwidth_gbs": 1000.0}
+    assert tour.sitting.per_process(channels, ledger, "GPU X", {}, slow) == tour.sitting.Cost(72.0, "default")
+    ledger["reference"]["device_share"] = 0.2  # a fifth of a process on the device: 0.8 + 0.2 x 4 = 1.6x
+    assert tour.sitting.per_process(channels, ledger, "GPU X", {}, slow).seconds == pytest.approx(18.0 * 1.6)
+    fast = {"fp32_tflops": 100.0, "bandwidth_gbs": 8000.0}
+    assert tour.sitting.per_process(channels, ledger, "GPU X", {}, fast).seconds == 18.0
+
+
+def test_the_deadline_counts_from_the_commands_start(tmp_path, monkeypatch, capsys):
+    """The device's probes (20-40 s on a cold GPU) are the sitting's time too: 3 s of probing leave 5 of 8."""
+    clock = Clock()
+    real = tour.launch.device_profile
+
+    def probing(cuda):
+        clock.now += 3.0
+        return real(cuda)
+
+    monkeypatch.setattr(tour.launch, "device_profile", probing)
+    code, ran, _ = run_tour(tmp_path, monkeypatch, {"aa": 2, "amp": 2, "folded_ops": 2, "set_to_none": 2}, budget=8,
+                            clock=clock)
+    assert ran == ["aa", "amp"], ran  # 8 s from the start, less 3 s of probes: two pairs of 2 s, not three
+    assert "after ~3 s of setup" in capsys.readouterr().out
+
+
+def test_a_failed_pair_served_or_not_is_never_kept_and_its_seconds_never_reach_the_ledger(tmp_path, monkeypatch,
+                                                                                          capsys):
+    code, ran, _ = run_tour(tmp_path, monkeypatch, {"aa": 2, "amp": (2, "failed"), "serving": (6, "failed")},
+                            budget=30)
+    out = capsys.readouterr().out
+    assert ran == ["aa", "amp", "serving"] and code == 1
+    manifest = json.loads((tmp_path / "bundle" / "tour.json").read_text())
+    assert list(manifest["legs"]) == ["aa"] and list(manifest["costs"]) == ["aa"]
+    assert "serving/churn                failed, 6 s" in out and ": not kept (exit 1; log " in out
+    manifest["device"], manifest["costs"]["serving"] = "NVIDIA H200", 99.0  # a cost without its kept pair
+    ledger = tmp_path / "ledger.json"
+    assert finalize.merge_ledger(manifest, ledger)
+    assert "serving" not in tour.read_ledger(ledger)["devices"]["NVIDIA H200"]
+    # a recipe pair whose processes all ran and whose parity failed is a finding, kept; one whose processes
+    # failed is not
+    from common.analysis import aggregate, stats
+    from common.analysis.results import Comparison, WorkloadComparison
+
+    from tests_helpers import run_result
+
+    entry = WorkloadComparison(slow=aggregate.aggregate([run_result()]), fast=aggregate.aggregate([run_result()]))
+    entry.speedup = stats.speedup([10.0, 10.1], [10.0, 10.2])
+    found = Comparison(recipe="amp", title="AMP", evidence_keys=[], smoke=True, device="cpu", command="", aa=False,
+                       results_dir="", workloads={"resnet18": entry}, failures=[])
+    leg = tour.Leg("amp", "amp", "resnet18")
+    assert tour.measured(leg, found, "failed") and not tour.measured(leg, None, "failed")
+    assert not tour.measured(tour.Leg("serving", "serving", "churn", served=True), found, "failed")
+
+
+def test_the_served_pair_without_its_packages_is_left_out_naming_them(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("uvicorn", "pydantic")
+                        else real(name, *a))
+    plan, skipped = tour.legs(device.SIMULATED["H100"], 1)
+    assert "serving" not in [leg.name for leg in plan]
+    assert skipped["serving"].startswith("its HTTP endpoint needs uvicorn, pydantic, not installed here")
+
+
+def test_a_fresh_recipes_processes_start_fresh_under_the_tour(monkeypatch):
+    monkeypatch.setenv("COOKBOOK_ZYGOTE", "/tmp/socket")
+    plan, _ = tour.legs(device.SIMULATED["H100"], 1)
+    cold = next(leg for leg in plan if leg.name == "cold_start")
+    assert cold.fresh and "COOKBOOK_ZYGOTE" not in tour.leg_env(cold)
+    amp = next(leg for leg in plan if leg.name == "amp")
+    assert not amp.fresh and tour.leg_env(amp)["COOKBOOK_ZYGOTE"] == "/tmp/socket"
+
+
+def test_a_gpu_class_caps_the_steps_a_process_costs(tmp_path):
+    t4, h100 = device.SIMULATED["T4"], device.SIMULATED["H100"]
+    assert tour.sitting.gpu_class("Tesla T4", [7, 5]) == "T4"
+    assert tour.sitting.gpu_class("NVIDIA H200", [9, 0]) == "H200"
+    assert tour.sitting.gpu_class("NVIDIA B200", [10, 0]) == "H100"  # by capability where the name says none
+    assert tour.sitting.gpu_class("NVIDIA RTX 6000 Ada", [8, 9]) == "L4"
+    assert tour.sitting.gpu_class(t4.name, t4.capability) == "T4"
+    args = tour.parse_args(["--device", "cuda"])
+    cmd = tour.leg_command(tour.Leg("amp", "amp", "resnet18"), args, tmp_path, "T4")
+    assert cmd[cmd.index("--") + 1:] == ["--steps", "30", "--warmup", "5"]
+    assert "--" not in tour.leg_command(tour.Leg("amp", "amp", "resnet18"), args, tmp_path,
+                                        tour.sitting.gpu_class(h100.name, h100.capability))
+
+
+def test_the_next_tour_stops_what_a_killed_tour_left_running(tmp_path):
+    """A tour SIGKILLed mid-pair leaves its runner's process group on the GPU: the next stops it, and leaves a
+    pid the system has since given to another program alone."""
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "common.runners.compare"],
+                              start_new_session=True)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        pidfile = tmp_path / ".running.json"
+        pidfile.write_text(json.dumps([orphan.pid, other.pid, 999999999]))
+        assert tour.stop_orphans(pidfile) == [orphan.pid]
+        assert orphan.wait(timeout=10) == -signal.SIGKILL and other.poll() is None and not pidfile.exists()
+    finally:
+        for p in (orphan, other):
+            p.kill()
+            p.wait()

@@ -75,14 +75,20 @@ def order(legs: list) -> list:
 
 def scale(ceilings: dict | None, reference: dict | None) -> float:
     """How much longer this device's processes should take than the reference GPU's, from their measured
-    ceilings: the geometric mean of the fp32 matmul and memory bandwidth ratios, never below 1 (a process's
-    start does not speed up with the GPU); 1 where either is unknown."""
+    ceilings: the share of a process that runs on the device (the reference's `device_share`: its steps,
+    from the warm-up to the FLOP count) slowed by the geometric mean of the fp32 matmul and memory
+    bandwidth ratios, never below the reference (imports, data and the trace's export do not speed up with
+    the GPU); 1 where either is unknown."""
     ratios = []
     for key in ("fp32_tflops", "bandwidth_gbs"):
         mine, theirs = (ceilings or {}).get(key), (reference or {}).get(key)
         if mine and theirs:
             ratios.append(theirs / mine)
-    return max(1.0, math.prod(ratios) ** (1 / len(ratios))) if ratios else 1.0
+    if not ratios:
+        return 1.0
+    slower = max(1.0, math.prod(ratios) ** (1 / len(ratios)))
+    share = float((reference or {}).get("device_share", 1.0))
+    return 1.0 + share * (slower - 1.0)
 
 
 def per_process(leg, ledger: dict, key: str, bundle_costs: dict, ceilings: dict | None) -> Cost:
