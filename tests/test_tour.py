@@ -431,3 +431,55 @@ def test_the_next_tour_stops_what_a_killed_tour_left_running(tmp_path):
         for p in (orphan, other):
             p.kill()
             p.wait()
+
+
+def test_the_parent_decides_the_data_once_and_its_children_never_probe_a_network_that_drops_traffic(tmp_path,
+                                                                                                      monkeypatch):
+    """A network that drops traffic, made on loopback: a proxy that accepts and never answers. The tour's
+    parent probes once (its own short time-out here) and falls back to the synthetic CSV; a child started as
+    the tour starts them asks the network nothing (each child lost 10 s to that probe), and its result says
+    the source the parent decided."""
+    import functools
+    import socket
+    import threading
+
+    from common.runners import launch
+    from common.workloads import datasource
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    seen = []
+
+    def accept():
+        while True:
+            try:
+                seen.append(server.accept()[0])  # accepted, never answered
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    proxy = f"http://127.0.0.1:{server.getsockname()[1]}"
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(name, proxy)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("COOKBOOK_OFFLINE", "")
+    monkeypatch.setenv(datasource.DECIDED_ENV, "")  # the decision below is put back after the test
+    monkeypatch.setenv("COOKBOOK_DATA_DIR", str(tmp_path / "data"))  # a fresh clone's: nothing cached
+    monkeypatch.setattr(datasource, "reachable", functools.partial(datasource.reachable, seconds=1))
+    try:
+        tour.prepare_data([tour.Leg("amp", "amp", "churn")], tour.parse_args(["--smoke"]))
+        assert len(seen) == 1  # the parent's one probe of kaggle.com
+        out = tmp_path / "child.json"
+        outcome = launch.child(["-m", "recipes.amp.churn_slow"], ["--smoke", "--steps", "1", "--warmup", "1",
+                                                                  "--profile-steps", "0", "--device", "cpu"], out,
+                               timeout=120)
+        assert outcome.kind == "ok", outcome.tail
+        assert len(seen) == 1  # the child probed nothing
+        source = json.loads(out.read_text())["data_source"]
+        assert source["kind"] == "synthetic" and "kaggle.com unreachable" in source["note"]
+    finally:
+        server.close()
+        for conn in seen:
+            conn.close()
