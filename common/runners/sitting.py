@@ -31,6 +31,16 @@ CLASSES = {
 }
 
 
+# NVIDIA's datasheet peaks (dense fp32 TFLOP/s, memory GB/s) for a plan made where the GPU's ceilings are not
+# measured (the tour's --classes table, a --dry-run elsewhere); a sitting on the GPU measures its own first
+DATASHEET = {
+    "T4": {"fp32_tflops": 8.1, "bandwidth_gbs": 320.0},
+    "L4": {"fp32_tflops": 30.3, "bandwidth_gbs": 300.0},
+    "A100": {"fp32_tflops": 19.5, "bandwidth_gbs": 1555.0},
+    "H100": {"fp32_tflops": 67.0, "bandwidth_gbs": 3350.0},
+}
+
+
 def gpu_class(name: str, capability: list[int] | None) -> str:
     """The class of a GPU: the one its name names, else by compute capability (sm_90+ H100, sm_80 A100,
     sm_89 L4, older T4): the sizes a sitting can afford on it."""
@@ -43,6 +53,17 @@ def gpu_class(name: str, capability: list[int] | None) -> str:
     if (major, minor) == (8, 9):
         return "L4"
     return "A100" if major == 8 else "T4"
+
+
+def steps_share(cls: str | None, workload: str) -> float:
+    """The share of a process's steps (warm-up and timed, the presets' on a GPU) that this class's caps keep."""
+    from common.presets import PRESETS
+
+    preset = PRESETS.get(workload, {}).get("cuda", {})
+    caps = CLASSES.get(cls or "", {}).get(workload, {})
+    full = preset.get("steps", 0) + preset.get("warmup", 0)
+    kept = caps.get("steps", preset.get("steps", 0)) + caps.get("warmup", preset.get("warmup", 0))
+    return min(1.0, kept / full) if full else 1.0
 
 
 def step_flags(cls: str, workload: str) -> list[str]:
@@ -73,12 +94,12 @@ def order(legs: list) -> list:
     return sorted(legs, key=lambda leg: (rank.get(leg.name, len(rank)), leg.name))
 
 
-def scale(ceilings: dict | None, reference: dict | None) -> float:
+def scale(ceilings: dict | None, reference: dict | None, steps: float = 1.0) -> float:
     """How much longer this device's processes should take than the reference GPU's, from their measured
     ceilings: the share of a process that runs on the device (the reference's `device_share`: its steps,
     from the warm-up to the FLOP count) slowed by the geometric mean of the fp32 matmul and memory
-    bandwidth ratios, never below the reference (imports, data and the trace's export do not speed up with
-    the GPU); 1 where either is unknown."""
+    bandwidth ratios and cut to the `steps` share a class's caps keep, never below the reference (imports,
+    data and the trace's export do not speed up with the GPU); 1 where either is unknown."""
     ratios = []
     for key in ("fp32_tflops", "bandwidth_gbs"):
         mine, theirs = (ceilings or {}).get(key), (reference or {}).get(key)
@@ -88,10 +109,10 @@ def scale(ceilings: dict | None, reference: dict | None) -> float:
         return 1.0
     slower = max(1.0, math.prod(ratios) ** (1 / len(ratios)))
     share = float((reference or {}).get("device_share", 1.0))
-    return 1.0 + share * (slower - 1.0)
+    return max(1.0, 1.0 + share * (slower * steps - 1.0))
 
 
-def per_process(leg, ledger: dict, key: str, bundle_costs: dict, ceilings: dict | None) -> Cost:
+def per_process(leg, ledger: dict, key: str, bundle_costs: dict, ceilings: dict | None, cls: str | None = None) -> Cost:
     """Seconds per process (a served pair: per leg) for this leg on this device, and where the figure came from."""
     smoke = "smoke" in key
     known = ledger.get("devices", {}).get(key, {})
@@ -107,13 +128,14 @@ def per_process(leg, ledger: dict, key: str, bundle_costs: dict, ceilings: dict 
         seconds = default.get(f"serving {kind}", default.get("serving", 240.0))
     else:
         seconds = default.get(f"{leg.name} {kind}", default.get(f"{leg.workload} {kind}", 20.0))
-    return Cost(float(seconds) * (1.0 if smoke else scale(ceilings, ledger.get("reference"))), "default")
+    steps = steps_share(cls, leg.workload)
+    return Cost(float(seconds) * (1.0 if smoke else scale(ceilings, ledger.get("reference"), steps)), "default")
 
 
 def predicted(leg, ledger: dict, key: str, rounds: int, bundle_costs: dict | None = None,
-              ceilings: dict | None = None, primed: bool = False) -> Cost:
+              ceilings: dict | None = None, primed: bool = False, cls: str | None = None) -> Cost:
     """The leg's seconds: its processes (a primed pair's one more) at per_process(), plus the runner's start."""
-    cost = per_process(leg, ledger, key, bundle_costs or {}, ceilings)
+    cost = per_process(leg, ledger, key, bundle_costs or {}, ceilings, cls)
     overhead = float(ledger.get("default", {}).get("leg_overhead", 3.0))
     if leg.served:
         return Cost(cost.seconds, cost.source)

@@ -23,6 +23,7 @@ device), and first stops what a killed tour left running.
 """
 import argparse
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -119,10 +120,10 @@ def read_ledger(path: Path | None = None) -> dict:
 
 
 def predicted(leg: Leg, ledger: dict, key: str, rounds: int, bundle_costs: dict | None = None,
-              ceilings: dict | None = None) -> sitting.Cost:
+              ceilings: dict | None = None, cls: str | None = None) -> sitting.Cost:
     """Seconds the leg should take here (sitting.predicted), a primed pair (PRIME) with its priming process."""
     primed = not leg.aa and leg.pair in getattr(catalog.settings(leg.recipe), "PRIME", ())
-    return sitting.predicted(leg, ledger, key, rounds, bundle_costs, ceilings, primed)
+    return sitting.predicted(leg, ledger, key, rounds, bundle_costs, ceilings, primed, cls)
 
 
 def setup_s(ledger: dict, key: str) -> float:
@@ -363,6 +364,8 @@ def parse_args(argv):
     p.add_argument("--bundle", help="the bundle's folder (default reports/results/tour/<device>-<commit>/bundle)")
     p.add_argument("--list", action="store_true", help="the legs and their main pairs; run nothing")
     p.add_argument("--dry-run", action="store_true", help="the plan with each pair's predicted seconds; run nothing")
+    p.add_argument("--classes", action="store_true",
+                   help="what a sitting of --budget seconds measures on each GPU class, from the plan; run nothing")
     p.add_argument("--smoke", action="store_true", help="tiny sizes on a CPU: the whole tour's pipeline in minutes")
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     p.add_argument("--data", action="append", default=[], help="passed to each pair (compare --data)")
@@ -430,6 +433,9 @@ def _tour(argv, clock, run, check) -> int:
     """The sitting. clock, run and check stand in for the time, a leg's run and the preflight in tests."""
     started = clock()  # the deadline counts from here: the probes below are the sitting's time too
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.classes:
+        print(class_plans(args.budget, args.rounds))
+        return 0
     pidfile = env.REPO_ROOT / "reports" / "results" / "tour" / ".running.json"
     if not (args.list or args.dry_run) and (stopped := stop_orphans(pidfile)):
         print(f"tour: stopped {len(stopped)} process group(s) a killed tour left running "
@@ -443,6 +449,8 @@ def _tour(argv, clock, run, check) -> int:
     plan = [leg for leg in plan if not only or leg.name in only]
     key, ledger = device_key(profile, args.smoke), read_ledger()
     cls = sitting.gpu_class(profile.name, profile.capability) if profile.kind == "cuda" else None
+    if cuda and not (args.list or args.dry_run):
+        launch.ensure_ceiling(True)  # measured once per machine: the plan scales its defaults by them
     ceilings = sitting.read_ceilings(ceiling_cache(), profile.name) if cls else None
     commit = env.git_commit()
     root = env.REPO_ROOT / "reports" / "results" / "tour" / f"{slug(key)}-{commit[:12]}"
@@ -454,7 +462,7 @@ def _tour(argv, clock, run, check) -> int:
                             "or GPUs)")
     costs = (manifest or {}).get("costs", {})
     todo = [leg for leg in plan if leg.name not in (manifest or {}).get("legs", {})]
-    cost_of = lambda leg: predicted(leg, ledger, key, args.rounds, costs, ceilings)  # noqa: E731
+    cost_of = lambda leg: predicted(leg, ledger, key, args.rounds, costs, ceilings, cls)  # noqa: E731
     spent = clock() - started
     schedule = sitting.plan(todo, cost_of, args.budget, max(spent, setup_s(ledger, key)))
     gpu = f"{key} ({cls} class)" if cls else key
@@ -491,9 +499,7 @@ def _tour(argv, clock, run, check) -> int:
         return 0
     status = 0
     running.path = pidfile
-    # the device probed once, the ceilings measured once: every runner below reads them
-    if cuda:
-        launch.ensure_ceiling(True)
+    # the device probed once, the ceilings measured once (above): every runner below reads them
     os.environ[env.DEVICE_SEEN_ENV] = json.dumps({"gpus": launch.cuda_device_count() if cuda else 0,
                                                   "profile": profile.to_json() if cuda else None, "ceiling": True})
     if check is preflight:  # the tests' stand-in preflight needs no data either
@@ -545,6 +551,30 @@ def _tour(argv, clock, run, check) -> int:
     print(f"tour: {len(manifest['legs'])} pair(s) in {env.shown_path(bundle)}; analyse anywhere: "
           f"make finalize BUNDLE={env.shown_path(bundle)}", flush=True)
     return 1 if status else 0
+
+
+def class_plans(budget: int, rounds: int = 3) -> str:
+    """What a first sitting of `budget` seconds measures on each GPU class, as the tour would plan it from
+    the committed ledger: its own figures where a class's GPU has some (the H200), else the defaults scaled
+    by the class's datasheet ceilings (sitting.DATASHEET), with each class's step caps."""
+    from common.analysis import device
+
+    ledger = read_ledger()
+    out = [f"| GPU class | this sitting ({budget} s) | next sittings | sittings |", "|---|---|---|---:|"]
+    h100 = device.SIMULATED["H100"]
+    profiles = [device.SIMULATED["T4"], device.SIMULATED["A100"], h100,
+                device.DeviceProfile("cuda", "NVIDIA H200", h100.capability, 139.0, simulated=True)]
+    for profile in profiles:
+        cls = sitting.gpu_class(profile.name, profile.capability)
+        plan, _ = legs(profile, 1)
+        ceilings = sitting.DATASHEET.get(cls)
+        cost_of = functools.partial(lambda leg, p, c, k: predicted(leg, ledger, p.name, rounds, {}, c, k),
+                                    p=profile, c=ceilings, k=cls)
+        schedule = sitting.plan(plan, cost_of, budget, setup_s(ledger, profile.name))
+        names = lambda pairs: ", ".join(leg.name for leg, _ in pairs) or "none"  # noqa: E731
+        later = names(schedule.later) + "".join(f"; {leg.name} needs a longer sitting" for leg, _ in schedule.never)
+        out.append(f"| {cls} ({profile.name}) | {names(schedule.now)} | {later} | {schedule.sittings} |")
+    return "\n".join(out)
 
 
 def measured(leg: Leg, comparison: Comparison | None, kind: str) -> bool:
