@@ -175,3 +175,16 @@ def test_the_doctors_example_output_says_what_the_code_says():
     for fix, how, speed, _memory, _parity, verdict in doc:
         assert how == fixes.FIXES[fix.strip("`")].how, fix
         assert verdict in words and (speed == "-" or verdict.lower() in speed.lower()), (fix, verdict, speed)
+
+
+def test_the_tours_page_says_what_a_sitting_measures_on_each_gpu_class_from_the_plan():
+    """docs/tour.md's table and its example plan lines are the plan's own output (make tour ARGS='--classes')."""
+    from common.runners import sitting, tour
+
+    text = (REPO / "docs" / "tour.md").read_text()
+    block = text.split("<!-- classes -->\n", 1)[1].split("\n<!-- /classes -->", 1)[0]
+    assert block == tour.class_plans(480), "re-render: python -m common.runners.tour --classes"
+    h200 = next(s for cls, _, s in tour.class_schedules(480) if cls == "H200")
+    for line in sitting.words(h200, "NVIDIA H200 (H200 class)"):
+        head = line.split(": ", 1)[0] if line.startswith(("this sitting", "next sitting")) else line
+        assert f"plan  {head}" in text, line

@@ -553,27 +553,31 @@ def _tour(argv, clock, run, check) -> int:
     return 1 if status else 0
 
 
-def class_plans(budget: int, rounds: int = 3) -> str:
-    """What a first sitting of `budget` seconds measures on each GPU class, as the tour would plan it from
-    the committed ledger: its own figures where a class's GPU has some (the H200), else the defaults scaled
-    by the class's datasheet ceilings (sitting.DATASHEET), with each class's step caps."""
+def class_schedules(budget: int, rounds: int = 3) -> list[tuple[str, object, sitting.Plan]]:
+    """(class, profile, plan) of a first sitting of `budget` seconds on each GPU class, as the tour would
+    plan it from the committed ledger: its own figures where a class's GPU has some (the H200), else the
+    defaults scaled by the class's datasheet ceilings (sitting.DATASHEET), with each class's step caps."""
     from common.analysis import device
 
-    ledger = read_ledger()
-    out = [f"| GPU class | this sitting ({budget} s) | next sittings | sittings |", "|---|---|---|---:|"]
+    ledger, out = read_ledger(), []
     h100 = device.SIMULATED["H100"]
-    profiles = [device.SIMULATED["T4"], device.SIMULATED["A100"], h100,
-                device.DeviceProfile("cuda", "NVIDIA H200", h100.capability, 139.0, simulated=True)]
-    for profile in profiles:
+    for profile in (device.SIMULATED["T4"], device.SIMULATED["A100"], h100,
+                    device.DeviceProfile("cuda", "NVIDIA H200", h100.capability, 139.0, simulated=True)):
         cls = sitting.gpu_class(profile.name, profile.capability)
-        plan, _ = legs(profile, 1)
-        ceilings = sitting.DATASHEET.get(cls)
         cost_of = functools.partial(lambda leg, p, c, k: predicted(leg, ledger, p.name, rounds, {}, c, k),
-                                    p=profile, c=ceilings, k=cls)
-        schedule = sitting.plan(plan, cost_of, budget, setup_s(ledger, profile.name))
-        names = lambda pairs: ", ".join(leg.name for leg, _ in pairs) or "none"  # noqa: E731
-        later = names(schedule.later) + "".join(f"; {leg.name} needs a longer sitting" for leg, _ in schedule.never)
-        out.append(f"| {cls} ({profile.name}) | {names(schedule.now)} | {later} | {schedule.sittings} |")
+                                    p=profile, c=sitting.DATASHEET.get(cls), k=cls)
+        out.append((cls, profile, sitting.plan(legs(profile, 1)[0], cost_of, budget, setup_s(ledger, profile.name))))
+    return out
+
+
+def class_plans(budget: int, rounds: int = 3) -> str:
+    """The table docs/tour.md shows: what a first sitting measures on each GPU class (class_schedules)."""
+    out = [f"| GPU class | this sitting ({budget} s) | next sittings | sittings |", "|---|---|---|---:|"]
+    for cls, profile, schedule in class_schedules(budget, rounds):
+        names = ", ".join(leg.name for leg, _ in schedule.now) or "none"
+        later = ", ".join(leg.name for leg, _ in schedule.later) or "none"
+        later += "".join(f"; {leg.name} needs a longer sitting" for leg, _ in schedule.never)
+        out.append(f"| {cls} ({profile.name}) | {names} | {later} | {schedule.sittings} |")
     return "\n".join(out)
 
 
