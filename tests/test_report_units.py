@@ -240,3 +240,43 @@ def test_the_load_of_a_spinning_process_on_these_cores_is_measured():
         for p in spin:
             p.kill()
     assert float(out.stdout.strip()) >= 0.8 * len(spin), out.stdout + out.stderr
+
+
+def test_a_busy_machine_is_said_above_the_headline_and_the_folder_named_is_the_one_written(tmp_path):
+    """Two make recipe-amp --smoke at once on 2 cores ran 35x slower, and neither report said so."""
+    from common.analysis.results import Load
+
+    entry = _entry([2.8, 2.3, 1.7], [3.0, 3.1, 2.7])
+    entry.fast.load = Load(others_cores=0.97, cores=2, wall_s=3.0, own_cores=1.1)
+    local = tmp_path / "local"
+    md = report.render_markdown(_comparison(entry), local)
+    section = [line for line in md.split("## churn")[1].splitlines() if line]
+    assert section[0].startswith("> **The machine was busy**: other processes used 0.97 of the 2 core(s)")
+    assert section[1].startswith("**No significant difference")
+    assert f"(`{local / 'results' / 'amp'}/`)" in md.splitlines()[2]  # where this run's results are, not reports/
+    assert "BUSY MACHINE: other processes used 0.97 of the 2 core(s)" in report.terminal_table(_comparison(entry))
+    idle = _entry([2.8, 2.3, 1.7], [3.0, 3.1, 2.7])
+    idle.fast.load = Load(others_cores=0.1, cores=2, wall_s=3.0, own_cores=1.0)
+    assert "machine was busy" not in report.render_markdown(_comparison(idle), local)
+
+
+def test_an_older_results_statistic_is_said_as_it_was_and_bursts_are_a_finding(tmp_path):
+    import json
+
+    from common.analysis.results import Bursts, Comparison
+
+    entry = _entry([2.8, 2.3, 1.7], [3.0, 3.1, 2.7])
+    # a comparison as this version's predecessor wrote it: per-process medians, no statistic
+    old = Comparison.from_json(json.loads(json.dumps(_comparison(entry).to_json()).replace(
+        '"process_ms"', '"process_medians_ms"').replace('"statistic": "mean step", ', '')))
+    assert old.workloads["churn"].slow.statistic == "median step" and old.workloads["churn"].slow.process_ms
+    md = report.render_markdown(old, tmp_path)
+    assert "each the median step (results written before the mean step was the figure)" in md
+    assert ": per-process median steps 2.800, 2.300, 1.700 ms" in md
+    entry.fast.bursts = [Bursts(period=2, pattern_ms=[4.0, 128.0], slow_share=0.5, cause="loader workers",
+                                words="steps alternate 4 ms and 128 ms: batches arrive 2 at a time"), None, None]
+    md = report.render_markdown(_comparison(entry), tmp_path)
+    assert "each the timed stretch's wall time over its steps (the mean step)" in md
+    assert "  - **Steps in bursts** (fast): steps alternate 4 ms and 128 ms: batches arrive 2 at a time " \
+           "(1 of 3 processes)" in md
+    assert "bursts: steps alternate 4 ms" in report.terminal_table(_comparison(entry))
