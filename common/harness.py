@@ -275,13 +275,11 @@ class Run:
             from common import distributed
 
             n = distributed.agree_max(n)
-        if self.world == 1:  # a loader's queue drained to its steady level (ranks would each settle apart)
-            self.stage = "settling"
-            yield from stages.settle(feed, source, phases.ranges)
         self.stage = "timed steps"
         with contention.Window() as busy:  # what else ran on these cores while the steps were timed
+            # a loader's queue drained to its steady level first (not where ranks would each settle apart)
             m.timing, m.memory = yield from stages.timed(feed, self.device, n, cfg.batch_size, warm, phases,
-                                                         self._monitor, getattr(source, "_num_workers", None))
+                                                         self._monitor, source if self.world == 1 else None, mark)
         self._load = busy.load
         m.batch_bytes = stages.nbytes(feed.last)
         mark("timed")
@@ -349,7 +347,8 @@ class Run:
             result.unread = m.evidence
         else:
             result.evidence = m.evidence
-        result.flops_per_step, result.gpu_monitor, result.warnings = m.flops, gpu, gpu.warnings
+        result.flops_per_step, result.gpu_monitor, result.warnings = m.flops, gpu, gpu.warnings + (
+            [m.timing.queue_drained] if m.timing.queue_drained else [])
         result.losses, result.extra, result.compile = losses, self.extra, stages.compile_stats()
         result.probe_losses = probe_losses
         result.randomness = self._randomness

@@ -486,3 +486,14 @@ def test_the_parent_decides_the_data_once_and_its_children_never_probe_a_network
         server.close()
         for conn in seen:
             conn.close()
+
+
+def test_a_second_tour_from_one_checkout_is_refused_while_the_first_runs(tmp_path, monkeypatch):
+    """The next tour stops only what a dead tour left: a live one holds its lock, and a second is refused."""
+    from common.analysis.results import file_lock
+
+    with file_lock(tmp_path / "reports" / "results" / "tour" / ".running.lock"):
+        with pytest.raises(tour.CookbookError, match="another make tour is running from this checkout"):
+            run_tour(tmp_path, monkeypatch, {"aa": 2}, budget=5)
+    code, ran, _ = run_tour(tmp_path, monkeypatch, {"aa": 2}, budget=5)
+    assert code == 0 and ran == ["aa"]

@@ -15,7 +15,8 @@ MAX_PERIOD = 16
 EXPLAINED = 0.6  # a period is real when a step's place in it explains this share of the steps' variance
 CHANCE = 3.0  # ... and at least this multiple of what the place explains in noise, (p - 1) / (n - 1)
 SPREAD = 2.0  # two modes: the slow steps' typical time at least this multiple of the fast steps'
-MIN_SHARE = 0.05  # each mode holds at least this share of the steps (a lone pause is no pattern)
+MIN_SHARE, MIN_SLOW = 0.05, 3  # each mode holds at least this share of the steps, and 3 (a lone pause is no pattern)
+BIMODAL = 0.75  # ... and the split explains this share of the log times' variance (lognormal jitter does not)
 QUIET_CV = 0.15  # steps whose CV is below this are alike: nothing to say
 
 
@@ -42,9 +43,10 @@ def whole_periods(n: int, p: int | None) -> int:
     return n - n % p if p and n >= p else n
 
 
-def _split(step_ms: list[float]) -> tuple[list[float], list[float]] | None:
+def _split(step_ms: list[float]) -> tuple[list[float], list[float], float] | None:
     """The two groups of steps, split where the log times' within-group spread is least (Otsu's
-    threshold in one dimension); None for fewer than 4 steps."""
+    threshold in one dimension), and the share of their variance the split explains; None for fewer
+    than 4 steps."""
     xs = sorted(math.log(max(x, 1e-9)) for x in step_ms)
     n = len(xs)
     if n < 4:
@@ -59,8 +61,9 @@ def _split(step_ms: list[float]) -> tuple[list[float], list[float]] | None:
         return q - s * s / k
 
     cut = min(range(1, n), key=lambda k: within(0, k) + within(k, n))
-    fast = sorted(step_ms)[:cut]
-    return fast, sorted(step_ms)[cut:]
+    total = within(0, n)
+    explained = 1 - (within(0, cut) + within(cut, n)) / total if total > 0 else 0.0
+    return sorted(step_ms)[:cut], sorted(step_ms)[cut:], explained
 
 
 def find(step_ms: list[float], phase_ms: dict[str, list[float]] | None = None,
@@ -81,8 +84,9 @@ def find(step_ms: list[float], phase_ms: dict[str, list[float]] | None = None,
         if max(pattern) < SPREAD * min(pattern) and max(pattern) - min(pattern) < 2 * pstdev(step_ms):
             return None  # a small ripple: the place explains the spread, but the spread is small
     elif groups is not None:
-        fast, slow_ms = groups
-        if min(len(fast), len(slow_ms)) < max(2, MIN_SHARE * n) or median(slow_ms) < SPREAD * median(fast):
+        fast, slow_ms, explained = groups
+        if min(len(fast), len(slow_ms)) < max(MIN_SLOW, MIN_SHARE * n) or median(slow_ms) < SPREAD * median(fast) \
+                or explained < BIMODAL:
             return None
         pattern = [median(fast), median(slow_ms)]
         threshold = min(slow_ms)

@@ -242,6 +242,7 @@ class Timing(Record):
     phase_peak_mb: dict[str, float] | None = None
     bursts: Bursts | None = optional()  # where the steps come in bursts
     whole_steps: int | None = optional()  # the steps the figure spans: whole periods of the pattern
+    queue_drained: str | None = optional()  # a loader's queue fuller at the stretch's start than its end (why)
 
 
 @dataclass

@@ -2,8 +2,8 @@
 seconds from the marks."""
 
 # the phases in the order a run passes them (harness.Run marks each as it ends)
-PHASES = ("imports", "setup", "data", "model", "first step", "warm-up", "probe", "timed", "profile", "export",
-          "analysis", "flop count", "result", "exit")
+PHASES = ("imports", "setup", "data", "model", "first step", "warm-up", "probe", "settle", "timed", "profile",
+          "export", "analysis", "flop count", "result", "exit")
 
 
 def durations(marks: dict[str, float]) -> dict[str, float]:

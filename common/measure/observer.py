@@ -65,10 +65,12 @@ from common.measure.stages import (
     Phases,
     Settling,
     compile_stats,
+    drained,
     eager_compiled,
     figure,
     pace,
     read_evidence,
+    ready,
     shut_down,
     whole,
 )
@@ -148,6 +150,8 @@ class Observer:
         self.losses = []  # each backward's loss (--step forward: each output's mean), on its device
         self.t_start = time.perf_counter()
         self._syncs = None  # SyncLines, over the timed and profiled steps (made once the device is known)
+        self._feeding = None  # the DataLoader iterator of the last batch, whose queue settles before the timing
+        self._queued = None  # its ready batches as the timed steps began
         self.cwd = os.getcwd()  # where the script started (a script may chdir later: Hydra does)
 
     # --- installing -----------------------------------------------------------------------------
@@ -343,6 +347,7 @@ class Observer:
         if self.stage == "timed steps":
             self.timed_batches += 1
         self._began = self._began or t0
+        self._feeding = iterator  # the iterator that hands out the steps' batches (not a validation loader's)
         if id(loader) not in self.loaders:
             self.loaders[id(loader)] = settings.loader_settings(loader, batch, iterator)
         if self.batch_size is None:
@@ -419,8 +424,7 @@ class Observer:
     def _settle(self):
         """Untimed steps until the loader's queue of ready batches drains to its steady level (a
         multi-process DataLoader's; none for other streams): stages.Settling."""
-        iterators = [w.it for w in self.watched]
-        self._settling = Settling(iterators[-1] if iterators else None)
+        self._settling = Settling(self._feeding)
         if self._settling.more():
             self.stage = "settling"
         else:
@@ -447,6 +451,7 @@ class Observer:
         self.cpu = cpu_time.Clock()
         self.machine = contention.Window().__enter__()  # what else ran on these cores while the steps were timed
         self.monitor.__enter__()
+        self._queued = ready(self._feeding)
         self.stage, self.timed_from, self.t0 = "timed steps", self.ends, time.perf_counter()
         # the script's own host reads, line by line, counted over every measured step: a read every 10th
         # step is 0.1 per step, which a few profiled steps would read as 0 or 0.33
@@ -459,6 +464,7 @@ class Observer:
 
     def _end_timed(self, n):
         self.phases.step = None
+        after = ready(self._feeding)  # before the sync below, which lets the workers fill the queue again
         step_ms = self.timer.step_ms(n)  # the one sync of the timed stretch, after its last step
         wall_s = self._last_end - self.t0  # to the last timed step's end, not what the script did after it
         self.machine.__exit__(None, None, None)
@@ -482,6 +488,9 @@ class Observer:
             self.notices.append(f"optimizer steps per step: {steps}; a step ends at each step of "
                                 f"{self.optimizers[id(self.first_optimizer)]}")
         fig = figure(step_ms, self.timer, batch, phase_ms, workers)
+        fast = drained(self._queued, after, n)
+        if fast:
+            self.notices.append(fast)
         timing = Timing(step_ms=step_ms, summary=fig.summary, warmup_steps=self.args.warmup,
                         warmup_s=self.warm_s, first_step_s=self.first_step_s, timed_wall_s=wall_s,
                         cpu_ms_per_step=cpu_ms, worker_cpu_ms_per_step=worker_ms,
@@ -489,7 +498,7 @@ class Observer:
                         host_data_share=host_share, data_wait_share=wait,
                         phase_ms={p: stats.summarize(ms, batch) for p, ms in phase_ms.items()},
                         phase_peak_mb=self.phases.timer.peaks or None, bursts=fig.bursts,
-                        whole_steps=fig.whole_steps)
+                        whole_steps=fig.whole_steps, queue_drained=fast)
         a = self.args
         self.result = RunResult(
             recipe="doctor", workload=Path(a.script).stem, pair=Path(a.script).stem, variant="doctor", status="ok",

@@ -27,7 +27,7 @@ from common.render import trace_page
 PHASES = ("data", "copy", "forward", "backward", "optimizer")  # "copy": host-to-device, where a script has one
 
 MAX_STEPS = 20_000  # the most timed steps --min-time may ask for
-SETTLE_MAX = 64  # the most untimed steps a loader's queue may take to drain to its steady level
+SETTLE_S = 10.0  # the most seconds of untimed steps a loader's queue may take to drain to its steady level
 
 Stage = Generator[Any, None, Any]  # yields the script's batches, returns what the stage measured
 
@@ -148,30 +148,37 @@ def ready(source) -> int | None:
 
 class Settling:
     """The rule that ends the untimed steps before a timed stretch: a DataLoader's queue of ready
-    batches no longer shrinking. The warm-up's first step (compilation) and each waited-for step let
-    its workers run ahead, and a stretch that starts on a fuller queue than after any other step
-    times batches made before it began. Inactive where the stream queues nothing (not a
-    multi-process DataLoader iterator). For a loop the cookbook drives (settle()) or only watches
-    (the doctor's): stepped() after each step, more() before the next."""
+    batches drained to its steady level. The warm-up's first step (compilation), the probe and each
+    waited-for step let its workers fill it, and a stretch that starts on a fuller queue than after any
+    other step times batches made before it began. Steady: at most a batch per worker ready (a loader
+    that cannot keep up hands each batch out as it comes), or no new low for `patience` steps (a loader
+    that keeps up keeps its queue full). A queue that drains slowly (workers almost as fast as the step)
+    is followed for at most SETTLE_S seconds; what it still held is checked over the stretch (drained()).
+    Inactive where the stream queues nothing (not a multi-process DataLoader iterator). For a loop the
+    cookbook drives (settle()) or only watches (the doctor's): stepped() after each step, more() before
+    the next."""
 
-    def __init__(self, source):
-        self.source, self.steps = source, 0
+    def __init__(self, source, clock=time.perf_counter):
+        self.source, self.steps, self.clock = source, 0, clock
         level = ready(source)
         self.active = level is not None
         if self.active:
-            self.limit = min(SETTLE_MAX, 4 * source._num_workers * (source._prefetch_factor or 2))
-            self.patience = max(4, source._num_workers)  # steps without a new low: the level is reached
-            self.lowest, self.since = level, 0
+            workers = source._num_workers
+            self.limit = 4 * workers * (source._prefetch_factor or 2)
+            self.floor, self.patience = max(2, workers), max(8, 2 * workers)
+            self.lowest, self.since, self.level, self.t0 = level, 0, level, clock()
 
     def more(self) -> bool:
-        return self.active and self.steps < self.limit and self.since < self.patience
+        return (self.active and self.steps < self.limit and self.level > self.floor and self.since < self.patience
+                and self.clock() - self.t0 < SETTLE_S)
 
     def stepped(self) -> None:
         self.steps += 1
         level = ready(self.source)
-        if level is None:  # the iterator ended (its epoch, its workers shut down)
+        if level is None:
             self.active = False
             return
+        self.level = level
         self.lowest, self.since = (level, 0) if level < self.lowest else (self.lowest, self.since + 1)
 
 
@@ -186,19 +193,35 @@ def settle(feed: Callable, source, ranges: Ranges) -> Stage:
     return settling.steps
 
 
+def drained(before: int | None, after: int | None, n: int) -> str | None:
+    """Where a loader's queue held more ready batches when the stretch began than when it ended, by more
+    than 5% of its steps: those steps took batches made before the stretch, and the figure is up to that
+    share fast. The warning that says so, else None."""
+    if before is None or after is None or n <= 0 or before - after <= 0.05 * n:
+        return None
+    return (f"the DataLoader's queue held {before} ready batches when the timed stretch began and {after} when it "
+            f"ended: up to {(before - after) / n:.0%} of its {n} steps took batches made before it, so its figure "
+            "may be that much fast (more steps, --min-time, would dilute it)")
+
+
 def timed(feed: Callable, device: torch.device, n: int, batch_size: int, warm: WarmUp, phases: Phases,
-          watch: contextlib.AbstractContextManager, workers: int | None = None) -> Stage:
+          watch: contextlib.AbstractContextManager, source=None, mark=lambda name: None) -> Stage:
     """n steps between CUDA events (perf_counter on a CPU) read once after the last, the batch's
     fetch timed apart (timing.DataTimer), the GPU watched (`watch`, a GpuMonitor); no profiler.
-    The figure is the stretch's time over its steps, over whole periods where the steps repeat a
-    pattern (figure()); `workers`: the loader's, which names a burst's cause. Returns (Timing, the
-    peak Memory of these steps)."""
-    memory.reset_peak(device)
+    First, with the timers made, where `source` is a DataLoader's iterator whose workers ran ahead,
+    untimed steps until its queue drains (settle(); none for a distributed run, whose ranks must run the
+    same steps); its level at the stretch's start and end is checked (drained()). The figure is the
+    stretch's time over its steps, over whole periods where the steps repeat a pattern (figure()); the
+    loader's workers name a burst's cause. Returns (Timing, the peak Memory of these steps)."""
     timer, data = StepTimer(device, n), DataTimer(device, n)
-    cpu = cpu_time.Clock()
     kernel_step = env.kernel_step()
-    t0 = time.perf_counter()
     with watch:
+        if source is not None:
+            yield from settle(feed, source, phases.ranges)
+            mark("settle")
+        memory.reset_peak(device)
+        before, cpu = ready(source), cpu_time.Clock()
+        t0 = time.perf_counter()
         for i in range(n):
             timer.start(i)
             phases.step = i
@@ -209,6 +232,7 @@ def timed(feed: Callable, device: torch.device, n: int, batch_size: int, warm: W
                 yield batch
             timer.stop(i)
         phases.step = None
+        after = ready(source)
         step_ms = timer.step_ms()  # the one sync of the timed stretch, after its last step
     wall_s = time.perf_counter() - t0
     cpu_ms, worker_cpu_ms = cpu.ms_per_step(n)
@@ -216,12 +240,13 @@ def timed(feed: Callable, device: torch.device, n: int, batch_size: int, warm: W
     host_median_ms, host_share, wait_share = data.shares(step_ms, wall_s)
     phase_ms = phases.timer.phase_ms() if phases.timer is not None else None
     # without the phase timer, the fetch's own time per step still tells a data-bound burst apart
+    workers = getattr(source, "_num_workers", None)
     fig = figure(step_ms, timer, batch_size, phase_ms or {"data": data.device_ms() or data.host_ms()}, workers)
     timing = Timing(step_ms=step_ms, summary=fig.summary, warmup_steps=warm.steps,
                     warmup_s=warm.wall_s, first_step_s=warm.first_step_s, timed_wall_s=wall_s,
                     cpu_ms_per_step=cpu_ms, worker_cpu_ms_per_step=worker_cpu_ms,
                     host_data_ms_median=host_median_ms, host_data_share=host_share, data_wait_share=wait_share,
-                    bursts=fig.bursts, whole_steps=fig.whole_steps)
+                    bursts=fig.bursts, whole_steps=fig.whole_steps, queue_drained=drained(before, after, n))
     if phase_ms is not None:
         timing.phase_ms = {p: stats.summarize(ms, batch_size) for p, ms in phase_ms.items()}
         timing.phase_peak_mb = phases.timer.peaks or None  # CUDA only

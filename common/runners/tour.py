@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from common import catalog, env
-from common.analysis.results import Comparison, atomic_write_bytes, atomic_write_text, read_result
+from common.analysis.results import Comparison, atomic_write_bytes, atomic_write_text, file_lock, read_result
 from common.cli import OneLineParser, pick, positive_int
 from common.errors import CookbookError, exit_with
 from common.runners import launch, sitting
@@ -215,8 +215,21 @@ def stop_orphans(path: Path) -> list[int]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(int(pid), signal.SIGKILL)  # each leads its own session: the group holds its children
             stopped.append(int(pid))
+    for pid in stopped:  # gone before this tour measures anything: a dying CUDA context still holds the GPU
+        for _ in range(100):
+            if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+                break
+            time.sleep(0.1)
     path.unlink(missing_ok=True)
     return stopped
+
+
+def _zombie(pid: int) -> bool:
+    """Killed and waiting for its parent to read its status: nothing of it runs."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _stop(proc) -> None:
@@ -225,7 +238,8 @@ def _stop(proc) -> None:
 
 
 def pair_line(leg: Leg, comparison: Comparison | None, seconds: float, left: float, status: str) -> str:
-    """`resnet18 amp: 1.40x (95% 1.40-1.40), parity ok, 71 s, 409 s left`."""
+    """`resnet18 amp: 1.40x (95% 1.40-1.40), parity ok, 71 s, 409 s left`; "BUSY MACHINE" after the parity where
+    other processes took CPU a twin's timed steps needed."""
     head = f"{'A/A ' if leg.aa else ''}{leg.recipe}/{leg.pair}"
     entry = comparison.workloads.get(leg.pair) if comparison else None
     if entry is None or entry.speedup is None:
@@ -233,7 +247,9 @@ def pair_line(leg: Leg, comparison: Comparison | None, seconds: float, left: flo
     s = entry.speedup
     interval = f"95% {s.low:.2f}-{s.high:.2f}" if s.low is not None else "no interval"
     parity = "parity ok" if entry.parity and entry.parity.ok else "parity FAILED"
-    return f"{head:<28} {s.ratio:.2f}x ({interval}), {parity}, {seconds:.0f} s, {left:.0f} s left"
+    busy = any(v is not None and v.load is not None and v.load.busy for v in (entry.slow, entry.fast))
+    return (f"{head:<28} {s.ratio:.2f}x ({interval}), {parity}{', BUSY MACHINE' if busy else ''}, {seconds:.0f} s, "
+            f"{left:.0f} s left")
 
 
 # --- the bundle ----------------------------------------------------------------------------------
@@ -420,7 +436,9 @@ def tour(argv=None, clock=time.monotonic, run=run_leg, check=preflight) -> int:
     """The sitting (_tour); what it set for its runners (SITTING_ENV) is put back after it."""
     before = {k: os.environ.get(k) for k in SITTING_ENV}
     try:
-        return _tour(argv, clock, run, check)
+        # held while the tour runs: the next one stops only what a dead tour left (stop_orphans), never a live one's
+        with file_lock(env.REPO_ROOT / "reports" / "results" / "tour" / ".running.lock", blocking=False) as alone:
+            return _tour(argv, clock, run, check, alone)
     finally:
         for k, v in before.items():
             if v is None:
@@ -429,14 +447,18 @@ def tour(argv=None, clock=time.monotonic, run=run_leg, check=preflight) -> int:
                 os.environ[k] = v
 
 
-def _tour(argv, clock, run, check) -> int:
-    """The sitting. clock, run and check stand in for the time, a leg's run and the preflight in tests."""
+def _tour(argv, clock, run, check, alone=True) -> int:
+    """The sitting. clock, run and check stand in for the time, a leg's run and the preflight in tests;
+    alone: no other tour runs from this checkout (it holds the lock)."""
     started = clock()  # the deadline counts from here: the probes below are the sitting's time too
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.classes:
         print(class_plans(args.budget, args.rounds))
         return 0
     pidfile = env.REPO_ROOT / "reports" / "results" / "tour" / ".running.json"
+    if not (args.list or args.dry_run or alone):
+        raise CookbookError("another make tour is running from this checkout (it holds reports/results/tour/"
+                            ".running.lock): two on one GPU would time each other; wait for it or stop it")
     if not (args.list or args.dry_run) and (stopped := stop_orphans(pidfile)):
         print(f"tour: stopped {len(stopped)} process group(s) a killed tour left running "
               f"({', '.join(map(str, stopped))})", flush=True)
