@@ -141,3 +141,17 @@ def test_a_trace_is_parsed_once_for_its_readers_and_again_once_it_changes(tmp_pa
     path.write_text(json.dumps({"traceEvents": [_x("aten::add", "cpu_op", 0, 5)]}))
     os.utime(path, ns=(1, 1))  # a rewrite within the clock's tick is still a new file
     assert traces.read_trace(path)["traceEvents"][0]["name"] == "aten::add"
+
+
+def test_a_replayed_cuda_graphs_kernels_get_a_row_in_the_operator_table():
+    """graph.replay() launches its kernels with one cudaGraphLaunch that no aten op encloses: their time was
+    left out of the operator table; they now have the launch's row."""
+    events = [_x("aten::mm", "cpu_op", 0, 50), _x("cudaLaunchKernel", "cuda_runtime", 10, 5, correlation=1),
+              _x("gemm", "kernel", 20, 30, correlation=1),
+              _x("cudaGraphLaunch", "cuda_runtime", 100, 8, correlation=2),
+              _x("k1", "kernel", 110, 40, correlation=2), _x("k2", "kernel", 150, 60, correlation=2)]
+    rows = {r["name"]: r for r in trace_views.op_table(events, steps=1)}
+    replay = rows["cudaGraphLaunch (CUDA graph replay)"]
+    assert replay["device_self"] == replay["device_total"] == 100 and replay["calls"] == 1
+    assert rows["aten::mm"]["device_self"] == 30
+    assert list(rows)[0] == "cudaGraphLaunch (CUDA graph replay)"  # the most device time first

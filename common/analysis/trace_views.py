@@ -182,7 +182,9 @@ def tensor_cores(name: str) -> bool:
 def op_table(events: list[dict], steps: int) -> list[dict]:
     """Per operator (and input shapes, where the trace recorded them): calls, host self and total time,
     device self and total time (the kernels its launches ran), each per step in microseconds. Host self
-    time is the plugin's: less the ops it called and its own CUDA runtime calls (launches, syncs)."""
+    time is the plugin's: less the ops it called and its own CUDA runtime calls (launches, syncs).
+    Kernels launched outside any operator (a replayed CUDA graph's: cudaGraphLaunch from graph.replay())
+    get a row of their launch's own, so that their time is not lost from the table."""
     from common.analysis.traces import enclosing
 
     ops = [e for e in events if e.get("cat") == "cpu_op"]
@@ -198,6 +200,13 @@ def op_table(events: list[dict], steps: int) -> list[dict]:
         return rows.setdefault(key, {"name": key[0], "shapes": key[1], "calls": 0, "host_total": 0.0,
                                      "host_self": 0.0, "device_total": 0.0, "device_self": 0.0})
 
+    def outside(launch):  # kernels launched outside any operator: a replayed CUDA graph's, from graph.replay()
+        kind = "CUDA graph replay" if "Graph" in launch["name"] else "no operator"
+        name = f"{launch['name']} ({kind})"
+        r = row({"name": name})
+        r["calls"] += 1
+        return r
+
     for op in ops:
         r = row(op)
         r["calls"] += 1
@@ -212,6 +221,12 @@ def op_table(events: list[dict], steps: int) -> list[dict]:
         device = sum(by_corr.get(e.get("args", {}).get("correlation"), []))
         stack = around.get(id(e), [])
         if not stack:
+            if device:
+                r = outside(e)
+                r["device_self"] += device
+                r["device_total"] += device
+                r["host_total"] += e.get("dur", 0)
+                r["host_self"] += e.get("dur", 0)
             continue
         row(stack[-1])["host_self"] -= e.get("dur", 0)
         if not device:
