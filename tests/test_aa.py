@@ -43,17 +43,17 @@ def test_an_aa_passes_parity_and_is_never_called_faster_or_slower(tmp_path, rep)
 
 
 def test_twins_of_one_throughput_whose_steps_come_in_bursts_are_not_called_different(tmp_path):
-    """The planted pair of the throughput issue: one role's batches wait 6 ms each, the other's 16, 1, 1 ms
+    """The planted pair of the throughput issue: one role's batches wait 30 ms each, the other's 80, 5, 5 ms
     in turn (three loader workers' batches arriving together): the same throughput, which the per-process
-    median step called 3.83x faster. Each process's figure is its stretch over its steps: no difference,
-    and the pattern is said with its cause."""
+    median step calls about 2.5x faster here (the issue's 6 and 16, 1, 1 ms: 3.83x). Each process's figure
+    is its stretch over its steps: no difference, and the pattern is said with its cause."""
     proc = run_module("common.runners.compare", "amp", "--aa", "--workloads", "churn", "--smoke", "--rounds", "3",
-                      "--device", "cpu", "--data", "synthetic", "--reports-dir", str(tmp_path), "--", *SIZING,
-                      env={"COOKBOOK_FAULT": "waits:6/16,1,1"})
+                      "--device", "cpu", "--data", "synthetic", "--reports-dir", str(tmp_path), "--", "--warmup", "5",
+                      "--min-time", "0.6", env={"COOKBOOK_FAULT": "waits:30/80,5,5"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     entry = comparison_of(tmp_path, "amp/aa")["workloads"]["churn"]
     assert entry["speedup"]["verdict"] not in ("faster", "slower"), entry["speedup"]
-    assert 0.85 < entry["speedup"]["ratio"] < 1.15, entry["speedup"]
+    assert 0.7 < entry["speedup"]["ratio"] < 1.4, entry["speedup"]  # the median's ~2.5x is far outside
     # the pattern is the planted role's (the suite's other worker may give any process a few slow steps of its own)
     assert entry["slow"]["statistic"] == "mean step"
     assert not any(b and b["period"] == 3 for b in entry["slow"]["bursts"]), entry["slow"]["bursts"]

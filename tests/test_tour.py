@@ -462,6 +462,10 @@ def test_the_parent_decides_the_data_once_and_its_children_never_probe_a_network
                 return
 
     threading.Thread(target=accept, daemon=True).start()
+    import urllib.request
+
+    # an opener the process built before (an earlier request): it read the proxy settings then, without these
+    monkeypatch.setattr(urllib.request, "_opener", urllib.request.build_opener())
     proxy = f"http://127.0.0.1:{server.getsockname()[1]}"
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
         monkeypatch.setenv(name, proxy)

@@ -39,8 +39,8 @@ def offline() -> bool:
 def reachable(url: str, seconds: float = 10) -> bool:
     """A quick HEAD request, so that a machine without internet falls back in seconds instead of
     waiting for a download to time out."""
-    try:
-        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=seconds).close()
+    try:  # an opener of its own reads the proxy settings as they are now, not as the process's first request saw them
+        urllib.request.build_opener().open(urllib.request.Request(url, method="HEAD"), timeout=seconds).close()
     except urllib.error.HTTPError:
         return True  # the host answered, if only with an error status
     except Exception:
