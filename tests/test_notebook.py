@@ -70,3 +70,12 @@ def test_a_make_target_that_fails_stops_the_notebook(tmp_path):
     with pytest.raises(CellExecutionError, match="failed \\(exit status 2\\)"):
         _execute(nb, REPO / "notebooks", timeout=120)
     assert not os.path.exists(REPO / "notebooks" / "my_train.py")
+
+
+def test_the_notebooks_reports_go_under_reports_local_never_over_the_committed_ones():
+    import json
+
+    cells = json.loads((REPO / "notebooks" / "cookbook.ipynb").read_text())["cells"]
+    code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    (line,) = [x for x in code.splitlines() if x.startswith("REPORTS = ")]
+    assert 'repo / "reports" / "local"' in line and "COOKBOOK_REPORTS_DIR" in line
