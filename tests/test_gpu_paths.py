@@ -200,3 +200,43 @@ def test_the_allocators_history_records_python_stacks_only(monkeypatch):
 
     assert "memory.record_history()" in inspect.getsource(stages.profiled)  # the profiled stage's one call
     assert "_record_memory_history(max_entries" not in inspect.getsource(stages)
+
+
+class _Event:
+    """A CUDA event's stand-in: the GPU's time when it was reached, in seconds."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def elapsed_time(self, other):
+        return (other.t - self.t) * 1000.0
+
+
+def test_on_cuda_the_figure_is_the_events_first_start_to_last_end_and_the_fetch_is_the_gpus_wait(monkeypatch):
+    """The CUDA branches of StepTimer.stretch_ms and stages.fetch_ms, with stand-in events: a stretch of
+    steps alternating 4 and 128 ms, the GPU idle 1 ms between steps (waiting on the host), whose figure
+    spans whole periods and counts those gaps; its fetch times are the events' (the GPU's wait), not the host's."""
+    from common.measure.timing import DataTimer, StepTimer
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    steps = [4.0, 128.0] * 12 + [4.0]
+    timer, t = StepTimer(torch.device("cpu"), len(steps)), 0.0
+    timer.cuda, timer.starts, timer.ends = True, [], []
+    for ms in steps:
+        timer.starts.append(_Event(t))
+        t += ms / 1000
+        timer.ends.append(_Event(t))
+        t += 0.001
+    assert timer.step_ms() == pytest.approx(steps)
+    fig = stages.figure(steps, timer, batch_size=16)
+    assert fig.whole_steps == 24 and fig.summary.mean_ms == pytest.approx((24 * 66 + 23) / 24)
+    data = DataTimer(torch.device("cpu"), len(steps))
+    data.host = [0.05] * len(steps)  # the host blocked 50 ms in each fetch on a full launch queue
+    assert stages.fetch_ms(data) == pytest.approx([50.0] * len(steps))  # a CPU: the host's time
+    data.cuda = True
+    data.before = [_Event(s.t) for s in timer.starts]
+    data.after = [_Event(s.t + (0.120 if i % 2 else 0.0005)) for i, s in enumerate(timer.starts)]
+    waited = stages.fetch_ms(data)
+    assert waited[:2] == pytest.approx([0.5, 120.0])  # on CUDA the GPU's wait across the fetch
+    found = stages.figure(steps, timer, 16, {"data": waited}, workers=2).bursts
+    assert found.period == 2 and found.cause == "loader workers"

@@ -501,3 +501,47 @@ def test_a_second_tour_from_one_checkout_is_refused_while_the_first_runs(tmp_pat
             run_tour(tmp_path, monkeypatch, {"aa": 2}, budget=5)
     code, ran, _ = run_tour(tmp_path, monkeypatch, {"aa": 2}, budget=5)
     assert code == 0 and ran == ["aa"]
+
+
+def test_on_a_simulated_t4_the_tour_measures_its_ceilings_plans_from_them_and_caps_its_steps(tmp_path, monkeypatch,
+                                                                                              capsys):
+    """The tour's CUDA branches on a CPU: a T4's ceilings measured before the plan (which scales the H200's
+    defaults by them: without them the plan would read ~66 s), its class's step caps on ResNet-18's pair only."""
+    from common.runners import launch
+
+    t4, calls = device.SIMULATED["T4"], []
+    cache = tmp_path / "ceilings.json"
+
+    def measure(cuda):
+        calls.append(cuda)
+        cache.write_text(json.dumps({"Tesla T4 | torch 2.11.0": {"fp32_tflops": 8.1, "bandwidth_gbs": 320.0}}))
+
+    monkeypatch.setattr(launch, "use_cuda", lambda wanted: True)
+    monkeypatch.setattr(launch, "device_profile", lambda cuda: t4)
+    monkeypatch.setattr(launch, "cuda_device_count", lambda: 1)
+    monkeypatch.setattr(launch, "ensure_ceiling", measure)
+    monkeypatch.setattr(tour, "ceiling_cache", lambda: cache)
+    ledger = tmp_path / "ledger.json"
+    ledger.write_text(json.dumps({"default": {"leg_overhead": 0, "setup": 0, "churn process": 15.0,
+                                              "resnet18 process": 18.0},
+                                  "reference": {"fp32_tflops": 50.8, "bandwidth_gbs": 4205.0, "device_share": 0.2},
+                                  "devices": {}}))
+    monkeypatch.setattr(tour, "LEDGER", ledger)
+    monkeypatch.setattr(tour.env, "git_commit", lambda: "abc123")
+    monkeypatch.setattr(tour.env, "REPO_ROOT", tmp_path)
+    clock, cmds = Clock(), []
+
+    def run(cmd, timeout, log, child_env=None):
+        cmds.append(cmd)
+        clock.now += 1
+        return "ok", 0
+
+    code = tour.tour(["--rounds", "1", "--budget", "400", "--only", "aa,amp", "--no-zygote", "--bundle",
+                      str(tmp_path / "bundle")], clock=clock, run=run, check=lambda *a: None)
+    out = capsys.readouterr().out
+    assert code == 0 and calls == [True] and len(cmds) == 2
+    # churn (no cap): 15 s x (0.8 + 0.2 x 9.08) = 39 s a process; ResNet-18, 35 of its 115 steps kept: 24 s
+    assert "plan  this sitting: 2 pair(s), ~127 s of the 400 s budget" in out, out
+    assert "tour on CPU (T4 class)" in out  # a simulated profile's results stay a CPU's
+    aa, amp = cmds
+    assert "--" not in aa and amp[amp.index("--") + 1:] == ["--steps", "30", "--warmup", "5"]

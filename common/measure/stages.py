@@ -241,7 +241,7 @@ def timed(feed: Callable, device: torch.device, n: int, batch_size: int, warm: W
     phase_ms = phases.timer.phase_ms() if phases.timer is not None else None
     # without the phase timer, the fetch's own time per step still tells a data-bound burst apart
     workers = getattr(source, "_num_workers", None)
-    fig = figure(step_ms, timer, batch_size, phase_ms or {"data": data.device_ms() or data.host_ms()}, workers)
+    fig = figure(step_ms, timer, batch_size, phase_ms or {"data": fetch_ms(data)}, workers)
     timing = Timing(step_ms=step_ms, summary=fig.summary, warmup_steps=warm.steps,
                     warmup_s=warm.wall_s, first_step_s=warm.first_step_s, timed_wall_s=wall_s,
                     cpu_ms_per_step=cpu_ms, worker_cpu_ms_per_step=worker_cpu_ms,
@@ -251,6 +251,12 @@ def timed(feed: Callable, device: torch.device, n: int, batch_size: int, warm: W
         timing.phase_ms = {p: stats.summarize(ms, batch_size) for p, ms in phase_ms.items()}
         timing.phase_peak_mb = phases.timer.peaks or None  # CUDA only
     return timing, peak
+
+
+def fetch_ms(data: DataTimer) -> list[float]:
+    """The fetch's time per step: on CUDA the GPU's wait across it (DataTimer's events: the host's time
+    includes blocking on a full launch queue), on a CPU the host's. Call after the timed loop's sync."""
+    return data.device_ms() or data.host_ms()
 
 
 @dataclass
