@@ -23,6 +23,8 @@ DEVICE_PROFILE_ENV = "COOKBOOK_DEVICE_PROFILE"
 ZYGOTE_ENV = "COOKBOOK_ZYGOTE"  # the test suite's zygote socket: children forked warm (common.measure.zygote)
 # what a sitting already probed once for its runners (make tour): {"gpus": N, "profile": {...}, "ceiling": true}
 DEVICE_SEEN_ENV = "COOKBOOK_DEVICE_SEEN"
+OFFLINE_ENV = "COOKBOOK_OFFLINE"  # 1: skip the network sources of data (common.workloads.datasource)
+DATA_DECIDED_ENV = "COOKBOOK_DATA_DECIDED"  # where a parent (the tour) decided each data set's source once
 # "shared": the cold-start pairs keep Inductor's and Triton's default caches instead of empty ones (the test
 # suite: its smoke runs check the pipeline, and an empty cache costs a minute of C++ compilation per process)
 COMPILE_CACHE_ENV = "COOKBOOK_COMPILE_CACHE"

@@ -472,7 +472,7 @@ def test_the_parent_decides_the_data_once_and_its_children_never_probe_a_network
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
     monkeypatch.setenv("COOKBOOK_OFFLINE", "")
-    monkeypatch.setenv(datasource.DECIDED_ENV, "")  # the decision below is put back after the test
+    monkeypatch.setenv(datasource.DATA_DECIDED_ENV, "")  # the decision below is put back after the test
     monkeypatch.setenv("COOKBOOK_DATA_DIR", str(tmp_path / "data"))  # a fresh clone's: nothing cached
     monkeypatch.setattr(datasource, "reachable", functools.partial(datasource.reachable, seconds=1))
     try:

@@ -429,7 +429,7 @@ def preflight(plan: list[Leg], work: Path, args) -> str | None:
     return None
 
 
-SITTING_ENV = (env.DEVICE_SEEN_ENV, "COOKBOOK_DATA_DECIDED", "COOKBOOK_OFFLINE")  # what a sitting sets for its children
+SITTING_ENV = (env.DEVICE_SEEN_ENV, env.DATA_DECIDED_ENV, env.OFFLINE_ENV)  # what a sitting sets for its children
 
 
 def tour(argv=None, clock=time.monotonic, run=run_leg, check=preflight) -> int:
@@ -484,7 +484,8 @@ def _tour(argv, clock, run, check, alone=True) -> int:
                             "or GPUs)")
     costs = (manifest or {}).get("costs", {})
     todo = [leg for leg in plan if leg.name not in (manifest or {}).get("legs", {})]
-    cost_of = lambda leg: predicted(leg, ledger, key, args.rounds, costs, ceilings, cls)  # noqa: E731
+    cost_of = functools.partial(predicted, ledger=ledger, key=key, rounds=args.rounds, bundle_costs=costs,
+                                ceilings=ceilings, cls=cls)
     spent = clock() - started
     schedule = sitting.plan(todo, cost_of, args.budget, max(spent, setup_s(ledger, key)))
     gpu = f"{key} ({cls} class)" if cls else key
@@ -586,8 +587,8 @@ def class_schedules(budget: int, rounds: int = 3) -> list[tuple[str, object, sit
     for profile in (device.SIMULATED["T4"], device.SIMULATED["A100"], h100,
                     device.DeviceProfile("cuda", "NVIDIA H200", h100.capability, 139.0, simulated=True)):
         cls = sitting.gpu_class(profile.name, profile.capability)
-        cost_of = functools.partial(lambda leg, p, c, k: predicted(leg, ledger, p.name, rounds, {}, c, k),
-                                    p=profile, c=sitting.DATASHEET.get(cls), k=cls)
+        cost_of = functools.partial(predicted, ledger=ledger, key=profile.name, rounds=rounds,
+                                    ceilings=sitting.DATASHEET.get(cls), cls=cls)
         out.append((cls, profile, sitting.plan(legs(profile, 1)[0], cost_of, budget, setup_s(ledger, profile.name))))
     return out
 

@@ -1,21 +1,19 @@
 """Where data comes from, in order: a path the user gives, the real source, a synthetic stand-in."""
+import json
 import os
 import threading
 import urllib.error
 import urllib.request
 
 from common.analysis.results import DataSource
-
-DECIDED_ENV = "COOKBOOK_DATA_DECIDED"  # where a parent (the tour) decided each data set's source once
+from common.env import DATA_DECIDED_ENV, OFFLINE_ENV
 
 
 def decided(name: str) -> tuple[str, DataSource] | None:
     """The path and source record a parent decided for data set `name` (its children never probe the
     network again), or None."""
-    import json
-
     try:
-        found = json.loads(os.environ.get(DECIDED_ENV) or "{}").get(name)
+        found = json.loads(os.environ.get(DATA_DECIDED_ENV) or "{}").get(name)
     except ValueError:
         return None
     return (found["path"], DataSource.from_json(found["source"])) if found else None
@@ -23,17 +21,15 @@ def decided(name: str) -> tuple[str, DataSource] | None:
 
 def decide(name: str, path, src: DataSource) -> None:
     """Record for this process's children where data set `name` is and what it is; they skip the network."""
-    import json
-
-    chosen = json.loads(os.environ.get(DECIDED_ENV) or "{}")
+    chosen = json.loads(os.environ.get(DATA_DECIDED_ENV) or "{}")
     chosen[name] = {"path": str(path), "source": src.to_json()}
-    os.environ[DECIDED_ENV] = json.dumps(chosen)
-    os.environ["COOKBOOK_OFFLINE"] = "1"
+    os.environ[DATA_DECIDED_ENV] = json.dumps(chosen)
+    os.environ[OFFLINE_ENV] = "1"
 
 
 def offline() -> bool:
     """COOKBOOK_OFFLINE=1 skips the network sources (they fail fast offline anyway)."""
-    return os.environ.get("COOKBOOK_OFFLINE", "") not in ("", "0")
+    return os.environ.get(OFFLINE_ENV, "") not in ("", "0")
 
 
 def reachable(url: str, seconds: float = 10) -> bool:
