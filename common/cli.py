@@ -161,9 +161,10 @@ DOCTOR_MIN_TIMED = 3  # fewer timed steps than this make no doctor's report
 
 def add_doctor_flags(p: argparse.ArgumentParser) -> None:
     """The doctor's measurement flags, read by its runner and passed on to its child as they are."""
-    p.add_argument("--step", choices=("optimizer", "forward", "batch"), default="optimizer",
-                   help="what ends a step: each optimizer.step() (default), each call of the top-level model "
-                        "(inference), or each batch drawn from a DataLoader (a hand-written update)")
+    p.add_argument("--step", choices=("auto", "optimizer", "backward", "forward", "batch"), default="auto",
+                   help="what ends a step: by default each optimizer.step() of a torch.optim optimizer, else each "
+                        "loss.backward() (fastai, Keras: their own optimizers); or each call of the top-level "
+                        "model (inference), or each batch drawn from a DataLoader (a hand-written update)")
     p.add_argument("--warmup", type=positive_int, default=5, help="untimed steps first (default 5)")
     p.add_argument("--steps", type=_int_at_least(DOCTOR_MIN_TIMED), default=50, help="timed steps at most (default 50)")
     p.add_argument("--time", type=positive_float, default=15.0,

@@ -28,6 +28,9 @@ DATA_DECIDED_ENV = "COOKBOOK_DATA_DECIDED"  # where a parent (the tour) decided 
 # "shared": the cold-start pairs keep Inductor's and Triton's default caches instead of empty ones (the test
 # suite: its smoke runs check the pipeline, and an empty cache costs a minute of C++ compilation per process)
 COMPILE_CACHE_ENV = "COOKBOOK_COMPILE_CACHE"
+# a pipelined child's gate (common.measure.gate): when it may start its device work, and on which cores
+GATE_ENV = "COOKBOOK_GATE"
+PIPELINE_ENV = "COOKBOOK_PIPELINE"  # 0: no child prepares while another runs (the runners' launch.Pipeline)
 
 
 def run_id() -> str:

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from common import catalog, cli, env, presets, startup
+from common import catalog, cli, data, env, presets, startup
 from common.analysis.results import (
     ANSWERS_KEPT,
     CompileStats,
@@ -42,7 +42,7 @@ from common.analysis.results import (
     write_result,
 )
 from common.errors import EXIT_OOM
-from common.measure import contention, dropout, faults, memory, stages, stamp, timeline, trainstate
+from common.measure import contention, dropout, faults, gate, memory, stages, stamp, timeline, trainstate
 from common.measure import device as device_profile
 from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
@@ -176,6 +176,14 @@ class Run:
         self.timeline = Timeline()
         self.timeline.mark("imports", IMPORTED_AT)
         self.timeline.mark("setup")  # the device (a CUDA context), seeds, the output folders
+        # pipelined (launch.Pipeline): ready while the process before runs, device work once it is done
+        self._gate = gate.from_env() if self.world == 1 else None
+        if self._gate is not None:
+            gate.prepare(self.device)
+            data.preload(workload, self.data)
+            self.timeline.mark("ready")
+            gate.wait(self._gate)
+            self.timeline.mark("gate")
 
     @property
     def steps_run(self) -> int:
@@ -317,6 +325,7 @@ class Run:
     def write_oom(self, exc: BaseException) -> None:
         """Out of memory is a result: which batch size, at which stage, with the allocator's words."""
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        gate.release(self._gate)
         result = self._result("oom")
         result.oom = Oom(batch_size=self.batch_size, stage=self.stage, message=message[:300])
         write_result(self.out, result)
@@ -366,6 +375,7 @@ class Run:
             from common import distributed
 
             distributed.settle(result, self.device)
+        gate.release(self._gate)  # its device work is done: the next process may start its own
         self.timeline.mark("result")  # what it wrote beside the measurements: losses, stamp, monitor
         write_result(self.out, result)
         print(summary(result, self.out))

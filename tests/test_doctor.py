@@ -101,6 +101,35 @@ def test_a_script_that_raises_shows_its_own_traceback_and_writes_no_report(tmp_p
     assert not list(tmp_path.glob("doctor_*.md"))
 
 
+def test_a_script_that_ends_in_the_warm_up_of_its_forward_steps_is_said_too_short_not_a_crash(tmp_path):
+    """--step forward on a script that ends before the timed steps (a Keras fit of one short epoch): the
+    doctor's end of its measurement once crashed in its own code and called it the script's failure."""
+    proc = doctor(tmp_path, PLAIN / "short.py", "--step", "forward", ok=False, script_args=("--steps", "3"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
+    assert "ended after 3 steps, in the warm-up: too few to time" in proc.stderr
+
+
+def test_a_failure_of_the_doctors_own_reading_after_the_script_is_said_as_the_cookbooks(tmp_path, monkeypatch,
+                                                                                        capsys):
+    from common.errors import EXIT_COOKBOOK_FAULT
+    from common.measure import observer
+
+    def broken(self, how):
+        raise AttributeError("planted")
+
+    monkeypatch.setattr(observer.Observer, "finish", broken)
+    monkeypatch.setattr(observer, "interrupt_on_sigterm", lambda: None)  # the suite's own signals stay
+    monkeypatch.setenv("COOKBOOK_PLAIN", "1")  # main() sets it; restored after
+    monkeypatch.setattr("sys.path", list(sys.path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", ["observer"])
+    code = observer.main(["--out", str(tmp_path / "obs.json"), "--trace-dir", str(tmp_path), "--",
+                          str(PLAIN / "short.py"), "--steps", "2"])
+    assert code == EXIT_COOKBOOK_FAULT and not (tmp_path / "obs.json").exists()
+    said = capsys.readouterr().err
+    assert "the cookbook's own code failed (reading what it measured: AttributeError: planted), not your script" in said
+
+
 def test_a_script_that_ends_early_is_reported_from_the_steps_it_ran_or_said_too_short(tmp_path):
     proc = doctor(tmp_path, PLAIN / "short.py", ok=False)  # 6 steps: 5 warm-up, 1 timed
     assert proc.returncode == 1

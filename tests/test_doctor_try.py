@@ -154,3 +154,18 @@ def test_only_the_lines_that_ran_in_the_step_are_named(tmp_path):
     assert list(lines.values()) == [1.0]
 
 
+def test_the_default_budget_is_capped_and_says_the_rounds_the_cap_holds(monkeypatch):
+    """A script that takes a minute to start would plan most of an hour: the default is CAP_S at most,
+    with the rounds that holds said; a budget too small to decide is said before anything runs."""
+    from common.analysis.results import Observation
+    from common.runners import trials
+
+    monkeypatch.setattr(trials, "arms_of", lambda obs, names, test_fixes=False: ([("amp",), ("workers",)], {}))
+    obs = Observation.__new__(Observation)
+    obs.result = None
+    seconds, how = trials.budget(obs, None, 60.0)
+    assert seconds == trials.CAP_S
+    assert f"capped at {trials.CAP_S} s, which holds about 2 rounds" in how  # 600 // (3 arms x 84 s)
+    assert trials.too_small(obs, None, 60.0, seconds).startswith("a budget of 600 s holds about 2 round(s)")
+    assert trials.budget(obs, None, 5.0)[0] == pytest.approx((3 * trials.PLANNED_ROUNDS + 6) * 7.0)  # uncapped
+    assert trials.too_small(obs, None, 5.0, 600) is None

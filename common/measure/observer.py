@@ -1,13 +1,14 @@
 """The doctor's child: a user's training script run unmodified, measured from outside.
 
-    python -m common.measure.observer --out OBS.json [--step optimizer|forward|batch] [--warmup N]
-        [--steps N] [--time S] [--profile-steps N] [--trace-dir DIR] -- path/to/train.py its args
+    python -m common.measure.observer --out OBS.json [--step auto|optimizer|backward|forward|batch]
+        [--warmup N] [--steps N] [--time S] [--profile-steps N] [--trace-dir DIR] -- path/to/train.py its args
 
 The script runs as `python train.py` would run it (its own argv, its folder first on sys.path, the
 caller's working directory), with hooks that need no change to its code:
-- a step ends at each `optimizer.step()` (PyTorch's global optimizer step hooks, any optimizer), or
-  at each call of the top-level model (`--step forward`, inference), or at each batch drawn from a
-  DataLoader (`--step batch`, a hand-written update);
+- a step ends at each `optimizer.step()` (PyTorch's global optimizer step hooks, any torch.optim
+  optimizer), else, where the script built none (fastai's and Keras's own optimizers, a hand-written
+  update), at each top-level `loss.backward()`; or at each call of the top-level model (`--step
+  forward`, inference), or at each batch drawn from a DataLoader (`--step batch`);
 - phases: `data` (inside a DataLoader iterator's `next`), `forward` (a top-level module's call),
   `backward` (`torch.autograd.backward`, which `loss.backward()` calls), `optimizer` (its step);
 then the harness's stages, driven by those step ends instead of a loop: warm-up steps, timed steps
@@ -116,7 +117,8 @@ class Observer:
 
     def __init__(self, args):
         self.args = args
-        self.step_kind = args.step
+        self.step_kind = args.step  # "auto": "optimizer" at a torch.optim step, "backward" at a backward before any
+        self.built = 0  # torch.optim optimizers the script built
         self.ends = 0  # step ends seen
         self.stage = "warm-up"
         self.optimizers, self.loaders, self.top_modules = {}, {}, {}
@@ -142,6 +144,7 @@ class Observer:
         self._began = None  # perf_counter at the first batch or model call: the first step's start
         self._handles, self._patched = [], []
         self.timed_n = 0
+        self.timed_from = self.profiled_from = None  # the step end each stage began at
         self.result = None
         self.notices = []
         self.prof = self.counter = None
@@ -173,6 +176,7 @@ class Observer:
         real_iter, real_backward = DataLoader.__iter__, torch.autograd.backward
 
         real_opt_zero, real_module_zero = torch.optim.Optimizer.zero_grad, torch.nn.Module.zero_grad
+        real_opt_init = torch.optim.Optimizer.__init__
 
         def watched_iter(loader):  # starting an epoch (workers spawn, persistent ones reset) is data time too
             return Watched(observer.fetch(lambda: real_iter(loader)), loader, observer)
@@ -184,9 +188,16 @@ class Observer:
             observer.busy += 1
             try:
                 with observer.phase("backward"):
-                    return real_backward(*a, **k)
+                    done = real_backward(*a, **k)
             finally:
                 observer.busy -= 1
+            observer.after_backward()
+            return done
+
+        def built(optimizer, *a, **k):
+            if observer.pid == os.getpid():
+                observer.built += 1
+            return real_opt_init(optimizer, *a, **k)
 
         def opt_zero_grad(optimizer, set_to_none=True):
             observer.zero_grad = "set_to_none" if set_to_none else "zeroes"  # as the script asks
@@ -198,7 +209,9 @@ class Observer:
 
         DataLoader.__iter__, torch.autograd.backward = watched_iter, backward
         torch.optim.Optimizer.zero_grad, torch.nn.Module.zero_grad = opt_zero_grad, module_zero_grad
+        torch.optim.Optimizer.__init__ = built
         self._patched = [(DataLoader, "__iter__", real_iter), (torch.autograd, "backward", real_backward),
+                         (torch.optim.Optimizer, "__init__", real_opt_init),
                          (torch.optim.Optimizer, "zero_grad", real_opt_zero),
                          (torch.nn.Module, "zero_grad", real_module_zero)]
 
@@ -326,7 +339,17 @@ class Observer:
             self.stepped[name] = self.stepped.get(name, 0) + 1
         if self.first_optimizer is None:
             self.first_optimizer = optimizer
+        if self.step_kind == "auto":
+            self.step_kind = "optimizer"
         if self.step_kind == "optimizer" and optimizer is self.first_optimizer:
+            self.step_end()
+
+    def after_backward(self):
+        """A top-level backward ended: a step's end where the script built no torch.optim optimizer (its
+        framework's own optimizer updates the weights: fastai, Keras 3 on torch), or --step backward."""
+        if self.step_kind == "auto" and not self.built:
+            self.step_kind = "backward"
+        if self.step_kind == "backward":
             self.step_end()
 
     def fetch(self, get):
@@ -356,7 +379,7 @@ class Observer:
 
     def _check_step_named(self):
         """A script that never calls optimizer.step() is told how to name its step, not left waiting."""
-        if self.step_kind == "optimizer" and self.ends == 0 and max(self.calls, self.batches) >= NO_STEP_AFTER:
+        if self.step_kind in ("auto", "optimizer") and not self.ends and max(self.calls, self.batches) >= NO_STEP_AFTER:
             self.stage = "no step"
             raise Measured
 
@@ -542,7 +565,7 @@ class Observer:
         """The host reads' count ends with the measured steps (timed and profiled)."""
         if self._syncs is not None and self._syncs.installed:
             self._syncs.uninstall()
-            self._syncs.steps = self.ends - self.timed_from
+            self._syncs.steps = self.ends - self.timed_from if self.timed_from is not None else 0
 
     def _end_profiled(self):
         self._stop_syncs()
@@ -768,11 +791,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("doctor: interrupted: no report written", file=sys.stderr)
         return 130
-    except CookbookFault as e:  # the doctor's bug: its whole traceback, and the script is not blamed
-        traceback.print_exception(e)
-        print(f"doctor: the cookbook's own code failed ({e}), not your script: a bug in the cookbook, please "
-              "report it with the traceback above; no report", file=sys.stderr)
-        return EXIT_COOKBOOK_FAULT
+    except CookbookFault as e:
+        return cookbook_fault(e)
     except BaseException as e:  # the script's own error: its traceback, as the user needs it
         sys.stderr.write(user_traceback(e, script))
         if is_oom(e):  # while its frames still hold what filled the memory
@@ -785,9 +805,20 @@ def main(argv=None) -> int:
     finally:
         observer.uninstall()
         sys.modules.update(shadowed)
-    obs = observer.finish(how)
+    try:
+        obs = observer.finish(how)
+    except Exception as e:  # after the script: whatever fails here is the doctor's own
+        return cookbook_fault(CookbookFault(f"reading what it measured: {type(e).__name__}: {e}"), e)
     write_result(Path(args.out), obs)
     return 0
+
+
+def cookbook_fault(fault: CookbookFault, cause: BaseException | None = None) -> int:
+    """The doctor's bug: its whole traceback, and the script is not blamed."""
+    traceback.print_exception(cause or fault)
+    print(f"doctor: the cookbook's own code failed ({fault}), not your script: a bug in the cookbook, please "
+          "report it with the traceback above; no report", file=sys.stderr)
+    return EXIT_COOKBOOK_FAULT
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ installs, its exit status). The runners use it only where COOKBOOK_ZYGOTE names 
 (launch.child and launch.process; tests/conftest.py sets it), never for a tool that wraps python;
 torchrun and its ranks are forked, each rank through a stand-in that torchrun starts (common.measure.zygote_client).
 
-Protocol (AF_UNIX, SOCK_SEQPACKET): the runner sends one JSON message {module, argv, cwd, env, cpus}
+Protocol (AF_UNIX, SOCK_SEQPACKET): the runner sends one JSON message {module, argv, cwd, env, cpus,
+prepare_on}
 with the file descriptor the child writes its output to; the child answers its pid, and its exit
 status when it ends (no status: it was killed).
 """
@@ -100,8 +101,10 @@ def _child(conn: socket.socket) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        if request["cpus"] and hasattr(os, "sched_setaffinity"):
-            os.sched_setaffinity(0, request["cpus"])
+        # a pipelined child prepares on other cores (common.measure.gate moves it at its gate)
+        first = request.get("prepare_on") or request["cpus"]
+        if first and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, first)
         _set_threads(os.environ.get("OMP_NUM_THREADS", ""), request["cpus"])
         if request.get("tied"):  # a torchrun rank's stand-in (zygote_client): this child ends with it
             threading.Thread(target=_end_with, args=(conn,), daemon=True).start()

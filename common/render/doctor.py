@@ -18,7 +18,9 @@ from common.render.diagnosis import phase_sections
 from common.render.report import hta_lines
 
 STEP_WORDS = {"optimizer": "each `optimizer.step()`", "forward": "each call of the top-level model",
-              "batch": "each batch drawn from a DataLoader"}
+              "batch": "each batch drawn from a DataLoader",
+              "backward": "each `loss.backward()` (the script built no torch.optim optimizer: its framework's own "
+                          "updates the weights)", "auto": "each `optimizer.step()`, else each `loss.backward()`"}
 
 ENDED = {"stopped": "the doctor stopped the script", "script ended": "the script ended by itself",
          "script exited": "the script exited (status 0)"}

@@ -8,12 +8,13 @@ from common.analysis.timeline import PHASES, durations
 
 
 def overhead_s(result: RunResult) -> float | None:
-    """Seconds of the process beyond its warm-up and timed steps: what a sitting pays per process."""
+    """Seconds of the process beyond its warm-up and timed steps: what a sitting pays per process (a
+    pipelined process's time before its gate ran while the process before it ran: not counted)."""
     marks, t = result.timeline or {}, result.timing
     end = marks.get("exit", marks.get("result"))
     if end is None or t is None:
         return None
-    return end - (t.warmup_s or 0.0) - (t.timed_wall_s or 0.0)
+    return end - marks.get("gate", 0.0) - (t.warmup_s or 0.0) - (t.timed_wall_s or 0.0)
 
 
 def markdown(results: list[tuple[str, RunResult]]) -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import catalog, env
-from common.analysis import coldstart, stats
+from common.analysis import coldstart, stats, timeline
 from common.analysis.aggregate import RESEEDED_RTOL, aggregate, parity, parity_failure
 from common.analysis.device import DeviceProfile
 from common.analysis.results import (
@@ -46,7 +46,7 @@ from common.cli import (
 )
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
-from common.runners import budget, launch, nodes
+from common.runners import budget, launch, nodes, pipeline
 
 MIN_ROUNDS, MAX_ROUNDS = 3, 10
 
@@ -218,6 +218,11 @@ def make_plan(argv) -> Plan:
 
 def run_variant(plan: Plan, workload, variant, round_no, read=RunResult) -> launch.Outcome:
     """One process of a twin; round 0 is a pair's priming run (PRIME), unmeasured and unprofiled."""
+    return start_variant(plan, workload, variant, round_no, read).outcome()
+
+
+def start_variant(plan: Plan, workload, variant, round_no, read=RunResult, slot=None) -> launch.Started:
+    """run_variant(), started; slot: its place in a pipeline (common.runners.pipeline)."""
     out = plan.results_dir / f"{workload}_{variant}_{f'r{round_no}' if round_no else 'prime'}.json"
     flags = ["--trace-dir", str(plan.traces_dir / f"{workload}_{variant}")] + plan.script_flags[workload]
     if round_no != 1:
@@ -230,8 +235,16 @@ def run_variant(plan: Plan, workload, variant, round_no, read=RunResult) -> laun
                   *plan.machines.torchrun(plan.nproc, f"{plan.recipe}-{workload}-{variant}-r{round_no}"), *module]
     elif plan.nproc:  # one round is one torchrun launch of N ranks; rank 0 writes the result of them all
         module = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(plan.nproc), *module]
-    return launch.child(module, flags, out, cpus=plan.cpus, rerun=f"make recipe-{plan.recipe}", read=read,
-                        extra_env={env.RUN_ENV: f"{variant}:{round_no}"})
+    return launch.start_child(module, flags, out, cpus=plan.cpus, rerun=f"make recipe-{plan.recipe}", read=read,
+                              extra_env={env.RUN_ENV: f"{variant}:{round_no}"}, slot=slot)
+
+
+def pipelined(plan: Plan, workload) -> pipeline.Pipeline | None:
+    """The rounds' children pipelined where that costs their measurement nothing (common.runners.pipeline):
+    not a cold start's fresh interpreters, not torchrun's ranks, not without a core to spare."""
+    if plan.fresh or plan.nproc or plan.machines or pipeline.wanted(plan.cpus):
+        return None
+    return pipeline.Pipeline(lambda v, n, slot: start_variant(plan, workload, v, n, slot=slot), plan.cpus)
 
 
 def run_workload(plan: Plan, workload, counter: launch.Counter) -> tuple[dict, list, str]:
@@ -257,8 +270,11 @@ def run_workload(plan: Plan, workload, counter: launch.Counter) -> tuple[dict, l
     if workload in plan.primed:
         prime(plan, workload, counter)
     done = launch.rounds(catalog.VARIANTS, lambda v, n: run_variant(plan, workload, v, n), plan.rounds.most, counter,
-                         workload, lambda v, n: f"{workload} {v} round {n}", stop)
+                         workload, lambda v, n: f"{workload} {v} round {n}", stop, pipelined(plan, workload))
     failures = [outcome.failure(f"{workload} {v}", n) for v, n, outcome in done.failures]
+    if gaps := timeline.handoffs([(r.started, r.timeline or {}) for runs in done.runs.values() for r in runs]):
+        print(f"    {workload}: between processes the device waited {max(gaps):.2f} s at most "
+              f"(median {sorted(gaps)[len(gaps) // 2]:.2f} s) from one's device work to the next's", flush=True)
     return done.runs, failures, done.stopped or plan.rounds.describe()
 
 

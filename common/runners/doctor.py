@@ -1,8 +1,8 @@
 """The doctor: the cookbook's diagnosis, run on your own training script, unmodified.
 
     make doctor SCRIPT=path/to/train.py ARGS='its own args' [FLAGS='--step forward' | FLAGS='--try']
-    python -m common.runners.doctor path/to/train.py [--step optimizer|forward|batch] [--warmup N]
-        [--steps N] [--time S] [--profile-steps N] [--try [FIX,...|all]] [--try-budget S]
+    python -m common.runners.doctor path/to/train.py [--step auto|optimizer|backward|forward|batch]
+        [--warmup N] [--steps N] [--time S] [--profile-steps N] [--try [FIX,...|all]] [--try-budget S]
         [--reports-dir DIR] [--cpus LIST] [--cwd DIR] -- its own args
 
 The script runs in a child process (common.measure.observer) in its own folder (or --cwd DIR), with
@@ -40,7 +40,7 @@ from common.errors import EXIT_COOKBOOK_FAULT, EXIT_OOM, CookbookError, exit_wit
 from common.render import doctor as report
 from common.runners import launch, trials
 
-STEP_HELP = ("it never called optimizer.step() (inference, or a hand-written update): name its step with "
+STEP_HELP = ("it never called optimizer.step() nor backward() (inference?): name its step with "
              "--step forward (each call of the top-level model) or --step batch (each batch drawn from a "
              "DataLoader); with make: FLAGS='--step forward'")
 
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
         return outcome.returncode or 1
     obs = read_result(out_dir / "observation.json", Observation, "make doctor SCRIPT=...")
     if obs.result is None:
-        why = (STEP_HELP if obs.ended == "no step" or (obs.step == "optimizer" and obs.steps_seen == 0)
+        why = (STEP_HELP if obs.ended == "no step" or (obs.step in ("auto", "optimizer") and obs.steps_seen == 0)
                else f"the script ended after {obs.steps_seen} steps, in the {obs.stage}: too few to time (the "
                     f"doctor needs {args.warmup} warm-up steps and {DOCTOR_MIN_TIMED} timed ones; --warmup 1 needs "
                     "the fewest, or let the script run longer)")
@@ -140,6 +140,9 @@ def main(argv=None) -> int:
         print(f"doctor --try: a budget of {args.try_budget if given else sized:.0f} s "
               + ("(--try-budget; " + f"its verdicts need about {sized:.0f} s: {how})" if given
                  else f"({how}; --try-budget SECONDS sets another)"), flush=True)
+        if small := trials.too_small(obs, args.fix_names, outcome.seconds, args.try_budget if given else sized,
+                                     args.test_fixes):
+            print(f"doctor --try: {small}", flush=True)
         plan = trials.Plan(script=script, script_args=args.script_args, cpus=cpus, out_dir=out_dir / "try",
                            flags=trial_flags(args), profile_steps=args.profile_steps,
                            budget_s=args.try_budget if given else sized, started=time.perf_counter(), cwd=args.cwd)

@@ -266,51 +266,100 @@ def child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, 
     read: the record OUT holds (None: the caller reads it); cwd: the child's folder (the repo's root);
     under: a tool that runs python (["ncu", ...flags]); extra_env: variables for the child; timeout:
     seconds it may take (without echo), after which it is stopped and its outcome is "cut"."""
+    return start_child(target, flags, out, cpus, echo, rerun, read, cwd, under, extra_env, timeout).outcome()
+
+
+def start_child(target: list[str], flags: list[str], out: Path, cpus=None, echo=None, rerun="make recipe-<name>",
+                read=RunResult, cwd=None, under=(), extra_env=None, timeout: float | None = None,
+                slot=None) -> "Started":
+    """child(), started: its outcome() waits for it. slot: a pipelined child's gate and the cores it
+    prepares on (common.runners.pipeline); it was forked, or it would not be pipelined."""
     out = Path(out)
     log = out.with_suffix(".log")
     cmd = [*under, sys.executable, *target, "--out", str(out), *flags]
     child_env = {**os.environ, **(extra_env or {}), "PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath()}
-    t0 = time.perf_counter()
-    cut = False
-    with open(log, "w") as f:
+    if slot is not None:
+        child_env[env.GATE_ENV] = slot.gate.to_env()
+    f = open(log, "w")
+    try:
         # a child with a deadline leads its own process group, so that a cut ends what it started too
         # (DataLoader workers, a multiprocessing launch), not itself alone
         proc = _start(cmd, target, under, Path(cwd or env.REPO_ROOT), child_env, cpus, None if echo else f,
-                      session=timeout is not None)
+                      session=timeout is not None, prepare_on=slot.cores if slot is not None else None)
+    except BaseException:
+        f.close()
+        raise
+    return Started(proc, f, out, log, time.perf_counter(), read, rerun, echo, timeout,
+                   slot.gate.release if slot is not None else None)
+
+
+@dataclass
+class Started:
+    """A child under way: outcome() waits for it and reads what it wrote; cancel() stops it unread."""
+    proc: object
+    file: object  # its log, open for writing
+    out: Path
+    log: Path
+    t0: float
+    read: object
+    rerun: str
+    echo: object
+    timeout: float | None
+    release: str | None  # its gate's release file, created once it ends (whoever waits on it goes on)
+
+    def outcome(self) -> Outcome:
+        proc, f, out, read = self.proc, self.file, self.out, self.read
+        cut = False
         try:
-            if echo is not None:
+            if self.echo is not None:
                 for line in proc.stdout:  # progress as it happens, and a copy in the log
                     f.write(line)
-                    echo(line)
+                    self.echo(line)
             try:
-                proc.wait(timeout=timeout if echo is None else None)
+                proc.wait(timeout=self.timeout if self.echo is None else None)
             except subprocess.TimeoutExpired:
                 cut = True  # stopped below, as on Ctrl-C, with a short grace: a budget is a budget
         finally:  # also on Ctrl-C or a kill: the child stops with its runner
-            group = timeout is not None and isinstance(proc, subprocess.Popen)
+            self._stop(5 if cut else 30)
+        seconds, ended = time.perf_counter() - self.t0, time.time()
+        if cut:
+            return Outcome("cut", None, seconds, self.log, proc.returncode or 0,
+                           [f"cut after {seconds:.0f} s: the budget ended"])
+        if proc.returncode == 0 and out.exists() and read is None:
+            return Outcome("ok", None, seconds, self.log, 0, [])
+        if proc.returncode in (0, EXIT_OOM) and out.exists() and read is not None:
+            result = read_result(out, read, self.rerun)
+            if getattr(result, "timeline", None) and result.started:  # the process's end, which it cannot see
+                result.timeline["exit"] = round(max(0.0, ended - result.started), 4)
+                write_result(out, result)
+            return Outcome(result.status, result, seconds, self.log, proc.returncode, [])
+        tail = self.log.read_text(errors="replace").strip().splitlines()[-LOG_TAIL:]
+        return Outcome("failed", None, seconds, self.log, proc.returncode, tail)
+
+    def cancel(self) -> None:
+        """Stop it (a prepared child the rounds no longer need), its files removed."""
+        self._stop(5)
+        for path in (self.out, self.log):
+            path.unlink(missing_ok=True)
+
+    def _stop(self, grace: float) -> None:
+        proc = self.proc
+        try:
+            group = self.timeout is not None and isinstance(proc, subprocess.Popen)
             if proc.poll() is None or group:
                 _signal(proc, signal.SIGTERM, group)
                 try:
-                    proc.wait(timeout=5 if cut else 30)
+                    proc.wait(timeout=grace)
                 except subprocess.TimeoutExpired:
                     pass
                 _signal(proc, signal.SIGKILL, group)
             if proc.stdout is not None:
                 proc.stdout.close()
-    seconds, ended = time.perf_counter() - t0, time.time()
-    if cut:
-        return Outcome("cut", None, seconds, log, proc.returncode or 0,
-                       [f"cut after {seconds:.0f} s: the budget ended"])
-    if proc.returncode == 0 and out.exists() and read is None:
-        return Outcome("ok", None, seconds, log, 0, [])
-    if proc.returncode in (0, EXIT_OOM) and out.exists() and read is not None:
-        result = read_result(out, read, rerun)
-        if getattr(result, "timeline", None) and result.started:  # the process's end, which it cannot see
-            result.timeline["exit"] = round(max(0.0, ended - result.started), 4)
-            write_result(out, result)
-        return Outcome(result.status, result, seconds, log, proc.returncode, [])
-    tail = log.read_text(errors="replace").strip().splitlines()[-LOG_TAIL:]
-    return Outcome("failed", None, seconds, log, proc.returncode, tail)
+        finally:
+            self.file.close()
+            if self.release is not None:  # it ended, however: the next child's gate opens
+                with contextlib.suppress(OSError):
+                    Path(self.release).touch()
 
 
 def process(target: list[str], argv: list[str], log, extra_env=None, cpus=None):
@@ -427,7 +476,7 @@ def stop_group(proc, grace: float, wait=None):
     raise said
 
 
-def _start(cmd, target, under, cwd: Path, child_env: dict, cpus, log, session: bool = False):
+def _start(cmd, target, under, cwd: Path, child_env: dict, cpus, log, session: bool = False, prepare_on=None):
     """The child as a Popen (its output into `log`, or a pipe to read when `log` is None), or, where
     the test suite runs a zygote (env.ZYGOTE_ENV), forked from it: the same program, without the
     seconds of torch's import."""
@@ -437,7 +486,7 @@ def _start(cmd, target, under, cwd: Path, child_env: dict, cpus, log, session: b
             at = cmd.index("-m", 3) + 1  # torchrun's own -m: the ranks' module
             cmd = [*cmd[:at], "common.measure.zygote_client", *cmd[at:]]
         try:
-            return Forked(zygote, target[1], cmd[3:], cwd, child_env, cpus, log)
+            return Forked(zygote, target[1], cmd[3:], cwd, child_env, cpus, log, prepare_on)
         except OSError:
             pass  # the zygote is gone: a plain process does the same
     return subprocess.Popen(cmd, cwd=cwd, stdout=log if log is not None else subprocess.PIPE,
@@ -448,7 +497,8 @@ def _start(cmd, target, under, cwd: Path, child_env: dict, cpus, log, session: b
 class Forked:
     """A child the test suite's zygote forked (common.measure.zygote), driven as a Popen is."""
 
-    def __init__(self, path: str, module: str, argv: list[str], cwd: Path, child_env: dict, cpus, log):
+    def __init__(self, path: str, module: str, argv: list[str], cwd: Path, child_env: dict, cpus, log,
+                 prepare_on=None):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock.connect(path)
         self.returncode, self.stdout = None, None
@@ -457,7 +507,8 @@ class Forked:
             self.stdout = open(read_end, errors="replace")
         else:
             fd = log.fileno()
-        request = {"module": module, "argv": argv, "cwd": str(cwd), "env": child_env, "cpus": list(cpus or [])}
+        request = {"module": module, "argv": argv, "cwd": str(cwd), "env": child_env, "cpus": list(cpus or []),
+                   "prepare_on": list(prepare_on or [])}
         socket.send_fds(self.sock, [json.dumps(request).encode()], [fd])
         if log is None:
             os.close(fd)
@@ -552,22 +603,37 @@ class Rounds:
     stopped: str | None = None
 
 
-def rounds(items, run_one, most: int, counter: Counter, stage, label, stop=None) -> Rounds:
+def rounds(items, run_one, most: int, counter: Counter, stage, label, stop=None, pipeline=None) -> Rounds:
     """The one rounds engine of the recipe runner, the sweep, the ladder and the doctor's trials: up to
     `most` rounds, each running every item once in alternating order (alternating), each run a child
     process (`run_one(item, round_no)` -> Outcome). After each round `stop(round_no, done)` may end
     it early with its reason (the recipe runner's sequential stopping). `label(item, round_no)` names
     a run on the progress line; the counter counts it under `stage`. `items` may be a function of the
-    round and of what is done, for runners that drop an item (a fix that did not apply)."""
+    round and of what is done, for runners that drop an item (a fix that did not apply).
+    pipeline (common.runners.pipeline.Pipeline): each run's child started through it, the next one
+    prepared while the current one runs (the next round's first is this round's last, alternating)."""
     done = Rounds(runs={}, failures=[])
     choose = items if callable(items) else (lambda _round, _done, fixed=list(items): fixed)
     try:
         for round_no in range(1, most + 1):
             items = list(choose(round_no, done))
             counter.at_least(stage, sum(map(len, done.runs.values())) + len(done.failures) + len(items))
-            for item in alternating(items, round_no):
+            order = alternating(items, round_no)
+            for i, item in enumerate(order):
                 print(counter(stage, label(item, round_no)), end=" ", flush=True)
-                outcome = run_one(item, round_no)
+                if pipeline is None:
+                    outcome = run_one(item, round_no)
+                else:
+                    started = pipeline.take(item, round_no)
+                    try:
+                        if i + 1 < len(order):
+                            pipeline.prepare(order[i + 1], round_no)
+                        elif round_no < most:
+                            pipeline.prepare(item, round_no + 1)
+                    except BaseException:
+                        started.cancel()
+                        raise
+                    outcome = started.outcome()
                 print(outcome.describe(), flush=True)
                 if outcome.kind == "cut":  # a budget ended: no more runs, the round stays unfinished
                     done.stopped = f"round {round_no} cut short: the budget ended during it"
@@ -580,6 +646,8 @@ def rounds(items, run_one, most: int, counter: Counter, stage, label, stop=None)
             if done.stopped:
                 break
     finally:
+        if pipeline is not None:
+            pipeline.close()  # a child prepared for a round that will not run
         counter.settle(stage)  # what it ran is all it runs
     return done
 

@@ -32,6 +32,7 @@ PLANNED_ROUNDS = MIN_ROUNDS + 2  # what the default budget plans for: the least 
 # on a 2-core CPU VM: 8.8 s a run against the doctor's 6.4 s, 2026-11-27)
 RUN_COST = 1.4
 TRY_TIME = 3.0  # seconds of timed steps at most in each run (the doctor's --time, capped)
+CAP_S = 600  # --try's default budget at most: a sitting's share (a slow-starting script would plan an hour)
 UNCHANGED, TOGETHER = "unchanged", "together"
 # what cannot be applied from outside: a host sync the script asks for in a loop, found in its code
 
@@ -287,19 +288,49 @@ def arms_of(obs: Observation, names: list[str] | None, test_fixes: bool = False)
     return arms, rows
 
 
+def run_cost(obs: Observation, process_s: float) -> float:
+    """What one try's run costs: the doctor's own run (process_s), its timed stretch capped at TRY_TIME,
+    and a share more for what a try adds (RUN_COST)."""
+    timed = sum(obs.result.timing.step_ms) / 1000 if obs.result and obs.result.timing else 0.0
+    return max(1.0, (process_s - timed + min(timed, TRY_TIME)) * RUN_COST)
+
+
 def budget(obs: Observation, names: list[str] | None, process_s: float, test_fixes: bool = False) -> tuple[float, str]:
     """--try's default budget, sized from the measured run so that its verdicts can decide: every arm
     and the unchanged script for PLANNED_ROUNDS rounds (MIN_ROUNDS are the least that decide; two more
-    for the sequential looks), then the winners together for MIN_ROUNDS, each run costing what the
-    doctor's own run cost, its timed stretch capped at TRY_TIME. (seconds, how it was sized)."""
+    for the sequential looks), then the winners together for MIN_ROUNDS, each run at run_cost(); at
+    most CAP_S. (seconds, how it was sized)."""
     arms, _ = arms_of(obs, names, test_fixes)
-    timed = sum(obs.result.timing.step_ms) / 1000 if obs.result and obs.result.timing else 0.0
-    run_s = max(1.0, (process_s - timed + min(timed, TRY_TIME)) * RUN_COST)
+    run_s = run_cost(obs, process_s)
     runs = (len(arms) + 1) * PLANNED_ROUNDS + (2 * MIN_ROUNDS if len(arms) > 1 else 0)
     said = (f"{len(arms)} fix(es) and the unchanged script, {PLANNED_ROUNDS} rounds each"
             + (", then the winners together" if len(arms) > 1 else "") + f", at about {run_s:.1f} s a run "
             "(the doctor's own run, and a share more for what a try adds)")
+    if runs * run_s > CAP_S and arms:
+        said += (f"; that is {runs * run_s:.0f} s, capped at {CAP_S} s, which holds about "
+                 f"{rounds_in(CAP_S, len(arms), run_s)} rounds")
+        return float(CAP_S), said
     return (runs * run_s if arms else 0.0), said
+
+
+def rounds_in(budget_s: float, arms: int, run_s: float) -> int:
+    """Whole rounds of every arm and the unchanged script that budget_s holds."""
+    return int(budget_s // ((arms + 1) * run_s))
+
+
+def too_small(obs: Observation, names: list[str] | None, process_s: float, budget_s: float,
+              test_fixes: bool = False) -> str | None:
+    """Why budget_s cannot decide a verdict (fewer rounds than MIN_ROUNDS), said before anything runs;
+    None where it can."""
+    arms, _ = arms_of(obs, names, test_fixes)
+    if not arms:
+        return None
+    held = rounds_in(budget_s, len(arms), run_cost(obs, process_s))
+    if held >= MIN_ROUNDS:
+        return None
+    return (f"a budget of {budget_s:.0f} s holds about {held} round(s) of {len(arms)} fix(es) and the unchanged "
+            f"script; {MIN_ROUNDS} are the least that decide, so no verdict can say faster or slower "
+            f"(about {MIN_ROUNDS * (len(arms) + 1) * run_cost(obs, process_s):.0f} s would do)")
 
 
 def run(obs: Observation, names: list[str] | None, plan: Plan, test_fixes: bool = False) -> Trials:

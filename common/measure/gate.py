@@ -1,0 +1,102 @@
+"""A pipelined measured process: it prepares while the process before it runs, and starts its device
+work only once that one has finished its own, so that the GPU never idles between two processes and
+no timed stretch ever shares the device (the runners' side: common.runners.launch.Pipeline).
+
+Preparing is what needs no device work: the fork, the CUDA context, the data's host arrays. It runs
+on cores the measured processes do not use; at the gate the process moves, every thread of it, onto
+the measured cores. The gate is a file the process before creates once its device work is done (its
+runner creates it too when that process ends, however it ended).
+
+    COOKBOOK_GATE={"wait": "<file>" | null, "release": "<file>", "runner": <pid>, "cpus": [1, 2, 3]}
+"""
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from common import env
+
+POLL_S = 0.005  # how often a waiting process looks at its gate: well under the 1 s a handoff may cost
+RUNNER_POLL_S = 1.0  # how often it checks that its runner still lives (a killed runner opens no gate)
+
+
+@dataclass
+class Gate:
+    wait: str | None  # the file whose existence lets this process start its device work (None: at once)
+    release: str  # the file this process creates once its own device work is done
+    runner: int  # the runner's pid: once it is gone, no gate will open, and the process ends
+    cpus: list[int]  # the cores of the measured work
+
+    def to_env(self) -> str:
+        return json.dumps({"wait": self.wait, "release": self.release, "runner": self.runner, "cpus": self.cpus})
+
+
+def from_env() -> Gate | None:
+    """This process's gate, or None where it was started without one (a process on its own)."""
+    said = os.environ.get(env.GATE_ENV)
+    if not said:
+        return None
+    try:
+        d = json.loads(said)
+        return Gate(wait=d["wait"], release=str(d["release"]), runner=int(d["runner"]),
+                    cpus=[int(c) for c in d["cpus"]])
+    except (ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"{env.GATE_ENV}: not a gate ({e})") from None
+
+
+def prepare(device) -> None:
+    """What costs seconds and needs no device work: the CUDA context (a synchronize on an idle device
+    creates it and runs nothing)."""
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def wait(gate: Gate, clock=time.monotonic, sleep=time.sleep) -> float:
+    """Until the process before has finished its device work; then onto the measured cores. Seconds waited."""
+    t0 = last_check = clock()
+    while gate.wait is not None and not os.path.exists(gate.wait):
+        if clock() - last_check >= RUNNER_POLL_S:
+            last_check = clock()
+            if not _alive(gate.runner):
+                raise SystemExit(f"the runner (pid {gate.runner}) ended before this process's turn: nothing run")
+        sleep(POLL_S)
+    pin(gate.cpus)
+    return clock() - t0
+
+
+def release(gate: Gate | None) -> None:
+    """This process's device work is done: the next one may start its own."""
+    if gate is not None:
+        try:
+            Path(gate.release).touch()
+        except OSError:
+            pass  # its runner opens the gate when this process ends
+
+
+def pin(cpus: list[int]) -> None:
+    """Every thread of this process (torch's pools, the CUDA driver's) onto `cpus`; children started
+    from here on inherit them (a DataLoader's workers)."""
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        threads = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        threads = [0]
+    for tid in threads:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except OSError:
+            pass  # a thread that ended meanwhile
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
