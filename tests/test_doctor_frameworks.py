@@ -332,3 +332,36 @@ def test_every_try_row_says_one_verdict_in_its_cell_its_column_its_bullet_and_th
                     "slower", "no interval"}
     noisy = trial_result(rows[1])
     assert "11.04" not in noisy and noisy.startswith("too noisy to decide")
+
+
+def test_a_fastai_learner_is_read_with_no_flag_from_its_backward_and_its_own_dataloader(tmp_path):
+    """fastai's optimizer is its own and its DataLoader is no torch DataLoader (it draws its batches
+    through torch's iterators): a step is each backward, and its loader's batches are the data phase."""
+    proc = run_module("common.runners.doctor", str(FRAMEWORKS / "fastai_learner.py"), "--reports-dir", str(tmp_path),
+                      *FEW)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    obs = _observation(tmp_path)
+    assert obs["step"] == "backward" and obs["optimizers"] == []
+    assert {"data", "forward", "backward"} <= set(obs["result"]["timing"]["phase_ms"])
+    assert [(ld["batch_size"], ld["num_workers"]) for ld in obs["loaders"]][:1] == [(32, 0)]
+    assert obs["result"]["config"]["batch_size"] == 32 and len(obs["result"]["losses"]) >= 20
+    md = next(tmp_path.glob("doctor_fastai_learner_*.md")).read_text()
+    assert "each `loss.backward()` (the script built no torch.optim optimizer" in md
+
+
+def test_a_keras_3_fit_on_torch_is_read_with_no_flag_from_its_backward(tmp_path):
+    """Keras 3 on the PyTorch backend: its own optimizer, its fit's torch DataLoader over NumPy arrays."""
+    proc = run_module("common.runners.doctor", str(FRAMEWORKS / "keras_fit.py"), "--reports-dir", str(tmp_path),
+                      *FEW, env={"KERAS_BACKEND": "torch"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    obs = _observation(tmp_path)
+    assert obs["step"] == "backward" and obs["optimizers"] == []
+    assert {"data", "forward", "backward"} <= set(obs["result"]["timing"]["phase_ms"])
+    assert obs["loaders"] and obs["loaders"][0]["batch_size"] == 32
+    assert obs["result"]["config"]["batch_size"] == 32
+
+
+def test_a_script_with_a_torch_optimizer_still_steps_at_it_not_at_each_backward(tmp_path):
+    """Gradient accumulation: two backwards per optimizer step; the step is the optimizer's."""
+    obs = _observe(tmp_path, PLAIN / "accumulation.py")
+    assert obs["step"] == "optimizer"

@@ -27,9 +27,11 @@ def rest_finding(obs: Observation) -> Finding | None:
     share = max(0.0, 1.0 - inside / step) if step else 0.0
     if share < REST_MIN:
         return None
+    own = ("the framework's own optimizer step (not a torch.optim one, whose time the doctor sees) and its code "
+           "between the phases (callbacks, metrics, host-to-device copies)" if obs.step == "backward" else
+           "the script's own code between them (batches built by hand, host-to-device copies, logging, metrics)")
     return Finding("outside the phases", share, f"{share:.0%} of the step ({step - inside:.2f} of {step:.2f} ms) "
-                   "runs outside the DataLoader, the model's calls, backward and the optimizer step: the script's "
-                   "own code between them (batches built by hand, host-to-device copies, logging, metrics)")
+                   f"runs outside the DataLoader, the model's calls, backward and the optimizer step: {own}")
 
 
 def zero_grad_style(obs: Observation) -> str | None:

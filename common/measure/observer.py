@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.data import DataLoader
+from torch.utils.data.dataloader import _BaseDataLoaderIter
 from torch.utils.flop_counter import FlopCounterMode
 
 from common import env
@@ -181,6 +182,19 @@ class Observer:
         def watched_iter(loader):  # starting an epoch (workers spawn, persistent ones reset) is data time too
             return Watched(observer.fetch(lambda: real_iter(loader)), loader, observer)
 
+        # a loader that is no torch DataLoader but hands out batches through torch's iterators (fastai's):
+        # its batches are drawn where the iterator's next is, outside a Watched
+        real_it_init, real_it_next = _BaseDataLoaderIter.__init__, _BaseDataLoaderIter.__next__
+
+        def it_init(iterator, loader, *a, **k):
+            iterator._cookbook_loader = loader
+            return real_it_init(iterator, loader, *a, **k)
+
+        def it_next(iterator):
+            if observer.in_data or observer.pid != os.getpid():  # a Watched's, or a worker's own
+                return real_it_next(iterator)
+            return observer.draw(lambda: real_it_next(iterator), iterator._cookbook_loader, iterator)
+
         def backward(*a, **k):
             if observer.busy or observer.pid != os.getpid():
                 return real_backward(*a, **k)
@@ -210,8 +224,11 @@ class Observer:
         DataLoader.__iter__, torch.autograd.backward = watched_iter, backward
         torch.optim.Optimizer.zero_grad, torch.nn.Module.zero_grad = opt_zero_grad, module_zero_grad
         torch.optim.Optimizer.__init__ = built
+        _BaseDataLoaderIter.__init__, _BaseDataLoaderIter.__next__ = it_init, it_next
         self._patched = [(DataLoader, "__iter__", real_iter), (torch.autograd, "backward", real_backward),
                          (torch.optim.Optimizer, "__init__", real_opt_init),
+                         (_BaseDataLoaderIter, "__init__", real_it_init),
+                         (_BaseDataLoaderIter, "__next__", real_it_next),
                          (torch.optim.Optimizer, "zero_grad", real_opt_zero),
                          (torch.nn.Module, "zero_grad", real_module_zero)]
 
@@ -365,6 +382,17 @@ class Observer:
             if timed:
                 self.data_host[self.phases.step] += time.perf_counter() - t0
 
+    def draw(self, get, loader, iterator):
+        """A batch drawn from a loader: get() timed as the data phase, the batch counted."""
+        if self.step_kind == "batch" and self.batch_open:  # the step of the batch handed out before ends here
+            self.batch_open = False  # (an epoch's end, StopIteration, opens no step)
+            self.step_end()
+        t0 = time.perf_counter()
+        batch = self.fetch(get)
+        self.batch_open = True
+        self.on_batch(loader, batch, t0, iterator)
+        return batch
+
     def on_batch(self, loader, batch, t0, iterator=None):
         self.batches += 1
         if self.stage == "timed steps":
@@ -374,7 +402,7 @@ class Observer:
         if id(loader) not in self.loaders:
             self.loaders[id(loader)] = settings.loader_settings(loader, batch, iterator)
         if self.batch_size is None:
-            self.batch_size = loader.batch_size or settings.batch_size_of(batch)
+            self.batch_size = getattr(loader, "batch_size", None) or settings.batch_size_of(batch)
         self._check_step_named()
 
     def _check_step_named(self):
@@ -701,15 +729,7 @@ class Watched:
         return self
 
     def __next__(self):
-        o = self.observer
-        if o.step_kind == "batch" and o.batch_open:  # the step of the batch handed out before ends here
-            o.batch_open = False  # (an epoch's end, StopIteration, opens no step)
-            o.step_end()
-        t0 = time.perf_counter()
-        batch = o.fetch(lambda: next(self.it))
-        o.batch_open = True
-        o.on_batch(self.loader, batch, t0, self.it)
-        return batch
+        return self.observer.draw(lambda: next(self.it), self.loader, self.it)
 
     def __len__(self):
         return len(self.it)

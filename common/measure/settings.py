@@ -42,10 +42,11 @@ def loader_settings(loader, batch, iterator=None) -> LoaderSettings:
         per_epoch = len(loader)
     except TypeError:  # an iterable dataset without a length
         per_epoch = None
-    return LoaderSettings(batch_size=loader.batch_size or batch_size_of(batch), num_workers=loader.num_workers,
-                          batches_per_epoch=per_epoch,
-                          pin_memory=bool(loader.pin_memory), persistent_workers=bool(loader.persistent_workers),
-                          prefetch_factor=loader.prefetch_factor if loader.num_workers else None,
+    workers = getattr(loader, "num_workers", 0) or 0  # a loader that is no torch DataLoader (fastai's) may lack some
+    return LoaderSettings(batch_size=getattr(loader, "batch_size", None) or batch_size_of(batch), num_workers=workers,
+                          batches_per_epoch=per_epoch, pin_memory=bool(getattr(loader, "pin_memory", False)),
+                          persistent_workers=bool(getattr(loader, "persistent_workers", False)),
+                          prefetch_factor=getattr(loader, "prefetch_factor", None) if workers else None,
                           processes=None if iterator is None else "MultiProcessing" in type(iterator).__name__)
 
 
