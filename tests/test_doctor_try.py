@@ -169,3 +169,50 @@ def test_the_default_budget_is_capped_and_says_the_rounds_the_cap_holds(monkeypa
     assert trials.too_small(obs, None, 60.0, seconds).startswith("a budget of 600 s holds about 2 round(s)")
     assert trials.budget(obs, None, 5.0)[0] == pytest.approx((3 * trials.PLANNED_ROUNDS + 6) * 7.0)  # uncapped
     assert trials.too_small(obs, None, 5.0, 600) is None
+
+
+def test_amp_on_a_simulated_t4_runs_fp16_with_a_loss_scale_that_skips_a_planted_overflow(tmp_path):
+    """A T4 has no bf16: the amp fix autocasts to fp16 and scales the loss from outside (torch's GradScaler at
+    the script's backward and step). Its 3rd backward is planted to overflow: that step updates nothing, the
+    scale backs off, the matmuls run in fp16, and the fix is proven applied, not "not applicable"."""
+    from common.analysis import fixes
+    from common.analysis.results import Observation, read_result
+
+    out = tmp_path / "obs.json"
+    proc = run_module("common.measure.observer", "--out", str(out), "--trace-dir", str(tmp_path / "t"), "--warmup", "2",
+                      "--steps", "6", "--time", "0.2", "--profile-steps", "1", "--fix", "amp", "--",
+                      str(PLAIN / "compute_bound.py"), env={"COOKBOOK_DEVICE_PROFILE": "T4",
+                                                            "COOKBOOK_FAULT": "overflow:3"})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    obs = read_result(out, Observation)
+    assert obs.fixes["amp"] == "applied" and obs.ops.matmul_dtypes.get("float16")
+    ls = obs.loss_scaling
+    assert ls.first == 65536.0 and ls.skipped >= 1 and ls.last <= ls.first / 2 and ls.steps >= 6
+    took, said = fixes.took_effect(fixes.FIXES["amp"], obs)
+    assert took and "in fp16" in said and f"{ls.skipped} skipped on overflow" in said
+    obs.ops.matmul_dtypes = {"float32": 3}  # as the script runs unfixed on this T4 profile
+    assert "T4" in obs.result.env.profile.name and fixes.applies(fixes.FIXES["amp"], obs) is None  # tried there
+
+
+def test_a_step_whose_scaled_gradients_overflowed_updates_nothing_and_the_next_one_does(monkeypatch):
+    import torch
+
+    from common.measure.fixes import LossScale
+
+    monkeypatch.setenv("COOKBOOK_FAULT", "overflow:1")
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scale = LossScale("cpu")
+    before = model.weight.detach().clone()
+    for _ in range(2):
+        scale.scale(model(torch.ones(2, 4)).pow(2).mean()).backward()
+        scale.before_step(optimizer)
+        if scale.skipped == 1 and scale.steps == 0:
+            assert model.weight.grad is None  # dropped: the step skips every parameter
+        optimizer.step()
+        scale.after_step(optimizer)
+        optimizer.zero_grad()
+        if scale.steps == 1:
+            assert torch.equal(model.weight, before)
+    assert not torch.equal(model.weight, before)  # the second step, its gradients unscaled, updated
+    assert scale.record().skipped == 1 and scale.record().last == 32768.0

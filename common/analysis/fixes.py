@@ -24,8 +24,10 @@ class Fix:
 FIXES = {f.name: f for f in (
     Fix("workers", "dataloader", "resnet18", "DataLoader(num_workers=N, pin_memory on CUDA, persistent_workers=True, "
         "prefetch_factor=4) wherever the script builds one without workers"),
-    Fix("amp", "amp", "resnet18", "bf16 autocast around each call of the top-level model, its output cast back to "
-        "float32", needs=("bf16",)),
+    Fix("amp", "amp", "resnet18", "16-bit autocast around each call of the top-level model, its output cast back "
+        "to float32: bf16 where the device has it, else fp16 (a T4) with dynamic loss scaling at each backward and "
+        "optimizer step (torch's GradScaler: the loss scaled, the gradients unscaled and checked before each step "
+        "and any clip, a step that overflowed skipped)"),
     Fix("tf32", "precision", "resnet18", "TF32 matmuls and convolutions (fp32_precision 'tf32', the legacy "
         "allow_tf32 flags mirrored) before the script starts", gpu_only=True, needs=("tf32",)),
     Fix("cudnn_benchmark", "channels_last", "resnet18", "torch.backends.cudnn.benchmark = True before the script "
@@ -65,9 +67,6 @@ LINES = {
     "compile": ["model = torch.compile(model)  # fused kernels; mode=\"reduce-overhead\" where launches dominate"],
     "set_to_none": ["optimizer.zero_grad(set_to_none=True)  # no fill kernels: backward writes fresh gradients"],
 }
-# why the amp fix stops at bf16: fp16 from outside would need a loss scale the script does not apply
-FP16_WHY = ("fp16 needs a GradScaler around the script's backward and optimizer step, which cannot be put there "
-            "safely from outside: add it as recipes/amp shows")
 # a fix only the tests know: its training is broken on purpose (the learning rate zeroed), so parity must fail
 BROKEN = Fix("zero_lr", "fused_ops", "churn", "every optimizer's learning rate set to 0 (a test's broken fix)")
 
@@ -89,7 +88,7 @@ def applies(fix: Fix, obs: Observation) -> str | None:
         return "a GPU fix: not tried on this CPU run"
     lacking = r.env.profile.not_applicable(fix.needs) if r.env.profile else None
     if lacking:
-        return lacking + (f" ({FP16_WHY})" if fix.name == "amp" else "")
+        return lacking
     if fix.name == "workers":
         if not obs.loaders:
             return "no DataLoader seen"
@@ -146,7 +145,13 @@ def took_effect(fix: Fix, obs: Observation) -> tuple[bool, str]:
             return False, "no profiled steps to read the matmuls' dtype from"
         low = sum(ops.matmul_dtypes.get(d, 0) + ops.conv_dtypes.get(d, 0) for d in ("bfloat16", "float16"))
         total = sum(ops.matmul_dtypes.values()) + sum(ops.conv_dtypes.values())
-        return low > 0, f"{low:.0f} of {total:.0f} matmuls and convolutions per step in 16-bit"
+        dtype = "fp16" if ops.matmul_dtypes.get("float16") or ops.conv_dtypes.get("float16") else "bf16"
+        said = f"{low:.0f} of {total:.0f} matmuls and convolutions per step in {dtype}"
+        if (ls := obs.loss_scaling) is None:
+            return low > 0, said
+        scaled = ls.steps > ls.skipped  # the scale ran: steps checked, and not every one of them dropped
+        return low > 0 and scaled, (f"{said}; its loss scale {ls.first:g} -> {ls.last:g} over {ls.steps} steps, "
+                                    f"{ls.skipped} skipped on overflow")
     if fix.name == "tf32":
         return bool(r.env.tf32_matmul), f"allow_tf32 {r.env.tf32_matmul} during the timed steps"
     if fix.name == "cudnn_benchmark":

@@ -948,6 +948,15 @@ class OpsSeen(Record):
 
 
 @dataclass
+class LossScaling(Record):
+    """The doctor's fp16 loss scaling as it ran (common.measure.fixes.LossScale)."""
+    first: float  # the scale it started from
+    last: float  # the scale after the script's last step
+    steps: int  # optimizer steps it checked
+    skipped: int  # of them, those whose gradients overflowed: they updated nothing
+
+
+@dataclass
 class Observation(Record):
     """What `python -m common.measure.observer` saw of a script: its steps, settings and measurements."""
     script: str
@@ -969,6 +978,7 @@ class Observation(Record):
     cwd: str | None = optional()  # the folder the script ran in (its relative paths are read from there)
     # "file:line" of the script's own folder -> host reads of a tensor per profiled step (measure.syncs)
     sync_lines: dict[str, float] = field(default_factory=dict)
+    loss_scaling: LossScaling | None = optional()  # where --fix amp ran in fp16
 
 
 @dataclass

@@ -19,6 +19,8 @@
 - "stale:fast" (or "shuffled:fast[:churn_serving]") plants a broken serving twin: it answers each
   batch with the previous batch's answers (a replay that read a stale input buffer), or with its
   own answers in another order (answers handed to the wrong customers), which parity must fail;
+- "overflow:3" makes the doctor's fp16 loss scaling (common.measure.fixes.LossScale) see inf gradients at
+  the script's 3rd backward: a planted overflow, whose step must be skipped and the scale backed off;
 - "slow-client:20" makes the serving runner's load generator (common/runners/load.py, which reads it)
   block 20 ms per request it sends: a client that saturates before the server.
 
@@ -93,6 +95,12 @@ def freeze(optimizer, args, kwargs) -> None:
     """A global optimizer step pre-hook: the step that follows updates nothing."""
     for group in optimizer.param_groups:
         group["lr"] = 0.0
+
+
+def overflow_at() -> int | None:
+    """The backward whose scaled loss "overflow:N" makes infinite (1-based), if it is planned."""
+    kind, _, value = os.environ.get(ENV, "").partition(":")
+    return int(value) if kind == "overflow" and value.isdigit() else None
 
 
 def pace(variant: str) -> float | None:

@@ -9,8 +9,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from common.analysis import fixes as catalog
+from common.analysis.results import LossScaling
 from common.measure import device as device_profile
-from common.measure import tf32
+from common.measure import faults, tf32
 
 
 def loader_workers() -> int:
@@ -38,6 +39,52 @@ def _channels_last(x):
     return x
 
 
+class LossScale:
+    """fp16's dynamic loss scaling from outside the script, as Accelerate wraps a user's optimizer: torch's
+    own GradScaler, its calls put where the script's backward and optimizer step already run. The loss is
+    scaled at each backward; before each step (or before a clip_grad_norm_ the script calls, which must
+    see true gradients) the gradients are unscaled and checked; a step whose gradients overflowed updates
+    nothing (its gradients dropped, so the optimizer skips every parameter, as GradScaler.step skips the
+    step); the scale is updated after it."""
+
+    def __init__(self, device_type: str):
+        self.scaler = torch.amp.GradScaler(device_type)
+        self.first = self.scaler.get_scale()  # its initial scale, a float until the first backward
+        self.unscaled = set()  # ids of the optimizers whose gradients are unscaled since the last update
+        self.backwards = self.steps = self.skipped = 0
+        self.overflow_at = faults.overflow_at()
+
+    def scale(self, loss):
+        self.backwards += 1
+        scaled = self.scaler.scale(loss)
+        return scaled * float("inf") if self.backwards == self.overflow_at else scaled
+
+    def unscale(self, optimizer) -> None:
+        if self.scaler._scale is not None and id(optimizer) not in self.unscaled:
+            self.scaler.unscale_(optimizer)
+            self.unscaled.add(id(optimizer))
+
+    def before_step(self, optimizer) -> None:
+        if self.scaler._scale is None:  # no backward scaled yet (one inside the step's closure): nothing to check
+            return
+        self.unscale(optimizer)
+        found = self.scaler._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
+        if sum(v.item() for v in found.values()):  # note: a sync, as GradScaler.step's own
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    p.grad = None
+            self.skipped += 1
+
+    def after_step(self, optimizer) -> None:
+        if id(optimizer) in self.unscaled:
+            self.steps += 1
+            self.scaler.update()
+            self.unscaled.clear()
+
+    def record(self) -> LossScaling:
+        return LossScaling(first=self.first, last=self.scaler.get_scale(), steps=self.steps, skipped=self.skipped)
+
+
 class Fixes:
     """The fixes asked for, installed before the script runs and removed after it."""
 
@@ -51,6 +98,8 @@ class Fixes:
         self._models = set()  # ids of the top-level models already changed (channels_last, compile)
         self._autocast = None
         self._stepped = set()  # ids of the optimizers already changed (fused, zero_lr)
+        self.optimizers = []  # every torch.optim optimizer the script built (a clip unscales their gradients)
+        self.loss_scale = None  # LossScale, once the amp fix autocasts to fp16
         self.force_set_to_none = "set_to_none" in self.names
 
     def on(self, name: str) -> bool:
@@ -65,6 +114,8 @@ class Fixes:
             self.said["cudnn_benchmark"] = "applied"
         if self.on("workers"):
             self._wrap_loader()
+        if self.on("amp"):
+            self._wrap_clips()
 
     def uninstall(self) -> None:
         for owner, name, real in self._patched:
@@ -91,7 +142,40 @@ class Fixes:
         DataLoader.__init__ = init
         self._patched.append((DataLoader, "__init__", real))
 
+    def _wrap_clips(self) -> None:
+        """A gradient clip sees the gradients unscaled, as GradScaler's recipe has the script call unscale_ first."""
+        fixes = self
+        for name in ("clip_grad_norm_", "clip_grad_value_"):
+            real = getattr(torch.nn.utils, name)
+
+            def clip(*a, _real=real, **k):
+                if fixes.loss_scale is not None:
+                    for optimizer in fixes.optimizers:
+                        fixes.loss_scale.unscale(optimizer)
+                return _real(*a, **k)
+
+            setattr(torch.nn.utils, name, clip)
+            self._patched.append((torch.nn.utils, name, real))
+
     # --- called by the observer's hooks ---------------------------------------------------------------
+    def built(self, optimizer) -> None:
+        self.optimizers.append(optimizer)
+
+    def before_backward(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """torch.autograd.backward's arguments, the loss scaled where fp16's loss scaling is on."""
+        if self.loss_scale is None:
+            return args, kwargs
+        given = args[1] if len(args) > 1 else kwargs.get("grad_tensors")
+        if given is not None:  # a backward of given gradients: not a loss's; left as the script wrote it
+            return args, kwargs
+        if args:
+            return (self.loss_scale.scale(args[0]), *args[1:]), kwargs
+        return args, {**kwargs, "tensors": self.loss_scale.scale(kwargs["tensors"])}
+
+    def after_step(self, optimizer) -> None:
+        if self.loss_scale is not None:
+            self.loss_scale.after_step(optimizer)
+
     def before_model(self, module: torch.nn.Module, inputs):
         """A top-level model's call is about to run: new inputs, or None to keep them."""
         if not any(True for _ in module.parameters()):
@@ -109,12 +193,11 @@ class Fixes:
         if self.on("amp"):
             device = next(module.parameters()).device
             profile = device_profile.profile(device)
-            if profile.grad_scaler:  # fp16: the runner says so before trying (analysis.fixes.applies)
-                self.said["amp"] = "not applied: " + catalog.FP16_WHY
-            else:
-                self._autocast = torch.autocast(device.type, dtype=device_profile.amp_dtype(profile))
-                self._autocast.__enter__()
-                self.said["amp"] = "applied"
+            if profile.grad_scaler and self.loss_scale is None:  # fp16 (a T4): its narrow range needs a loss scale
+                self.loss_scale = LossScale(device.type)
+            self._autocast = torch.autocast(device.type, dtype=device_profile.amp_dtype(profile))
+            self._autocast.__enter__()
+            self.said["amp"] = "applied"
         return inputs if self.on("channels_last") else None
 
     def after_model(self, module: torch.nn.Module, output):
@@ -128,6 +211,8 @@ class Fixes:
     def before_step(self, optimizer: torch.optim.Optimizer) -> None:
         """An optimizer is about to step: the first time, its groups change (fused or foreach, or the
         test's zeroed learning rate), before any state exists."""
+        if self.loss_scale is not None:
+            self.loss_scale.before_step(optimizer)
         if id(optimizer) in self._stepped:
             return
         self._stepped.add(id(optimizer))

@@ -199,6 +199,7 @@ class Observer:
             if observer.busy or observer.pid != os.getpid():
                 return real_backward(*a, **k)
             observer.keep(a[0] if a else k.get("tensors"))
+            a, k = observer.fixes.before_backward(a, k)  # fp16's loss scale, where the amp fix runs in fp16
             observer.busy += 1
             try:
                 with observer.phase("backward"):
@@ -209,9 +210,11 @@ class Observer:
             return done
 
         def built(optimizer, *a, **k):
+            done = real_opt_init(optimizer, *a, **k)
             if observer.pid == os.getpid():
                 observer.built += 1
-            return real_opt_init(optimizer, *a, **k)
+                observer.fixes.built(optimizer)
+            return done
 
         def opt_zero_grad(optimizer, set_to_none=True):
             observer.zero_grad = "set_to_none" if set_to_none else "zeroes"  # as the script asks
@@ -351,6 +354,7 @@ class Observer:
             return
         self.busy -= 1
         self._leave("optimizer")
+        self.fixes.after_step(optimizer)
         if self.stage == "timed steps":
             name = self.optimizers[id(optimizer)]
             self.stepped[name] = self.stepped.get(name, 0) + 1
@@ -696,7 +700,8 @@ class Observer:
                           optimizer_flags=self.flags, zero_grad=self.zero_grad,
                           models=list(self.top_modules.values()), model_calls=self.calls, batches=self.batches,
                           loaders=list(self.loaders.values()), result=self.result, fixes=dict(self.fixes.said),
-                          cwd=self.cwd, sync_lines=self._sync_lines())
+                          cwd=self.cwd, sync_lines=self._sync_lines(),
+                          loss_scaling=self.fixes.loss_scale.record() if self.fixes.loss_scale else None)
         if self.result is not None:
             self.result.compile, self.result.total_s = compile_stats(), time.perf_counter() - self.t_start
             # note: this is a sync point, after the script stopped
