@@ -75,7 +75,7 @@ sweep-%: $(SETUP) ## the regime map: a recipe's pair across batch size (or worke
 SCRIPT ?=
 FLAGS ?=
 doctor: $(SETUP) ## diagnose your own script: make doctor SCRIPT=path/to/train.py ARGS='its args' (FLAGS='--step forward')
-	@$(TIMED) $(PY) -m common.runners.doctor $(SCRIPT) $(FLAGS) -- $(ARGS)
+	@$(TIMED) $(PY) -m common.runners.doctor $(if $(SCRIPT),"$(SCRIPT)") $(FLAGS) -- $(ARGS)
 
 diagnose-%: $(SETUP) ## the four-phase diagnosis of a baseline -> reports/local/baseline_<workload>.md (churn, resnet18)
 	@$(TIMED) $(PY) -m common.runners.diagnose $* $(ARGS)

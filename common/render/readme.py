@@ -60,6 +60,16 @@ def refreshed(readme: Path = README, reports_dir: Path = REPO_ROOT / "reports") 
     return fresh, [ROW.match(a)["recipe"] for a, b in zip(text.splitlines(), fresh.splitlines()) if a != b]
 
 
+def measured_table(readme: Path = README) -> str:
+    """The README's recipe table as committed (its header and every recipe's row): what each technique
+    measured on a GPU, for a reader who has run nothing yet (the notebook's first section)."""
+    lines = readme.read_text().splitlines()
+    rows = [i for i, line in enumerate(lines) if ROW.match(line)]
+    if not rows:
+        raise CookbookError(f"{readme}: no recipe table")
+    return "\n".join(lines[rows[0] - 2:rows[-1] + 1])
+
+
 def stale(readme: Path = README, reports_dir: Path = REPO_ROOT / "reports") -> list[str]:
     """The recipes whose README cell differs from what their reports say."""
     return refreshed(readme, reports_dir)[1]
