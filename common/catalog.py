@@ -1,18 +1,20 @@
-"""The recipes on disk: recipes/<recipe>/<pair>_{slow,fast}.py plus recipes/<recipe>/__init__.py
-holding the recipe's settings (TITLE, PARITY tolerance, EVIDENCE, DEFAULTS overrides).
+"""The recipes on disk: recipes/<recipe>/<pair>_{slow,fast}.py plus recipes/<recipe>/__init__.py, which
+exports the recipe's spec (`RECIPE = common.spec.RecipeSpec(...)`: title, parity, evidence, sizes...).
 
 A pair is named after its workload (`churn`, `resnet18`), or after its workload and a scenario
 when a recipe has two pairs on one workload (`churn_serving` beside `churn`, which trains)."""
 import importlib
+from functools import cache
 from pathlib import Path
 
 from common.env import REPO_ROOT
 from common.errors import CookbookError
 from common.presets import WORKLOADS
+from common.spec import RecipeSpec
+from common.spec import check as check_spec
 
 RECIPES_DIR = REPO_ROOT / "recipes"
 VARIANTS = ("slow", "fast")
-MEASURES = ("step", "first step")  # what a recipe's headline speedup is of (MEASURE in its settings)
 
 
 def available() -> list[str]:
@@ -28,9 +30,9 @@ def check(recipe: str) -> str:
 
 
 def served(recipe: str) -> bool:
-    """Whether the recipe's twins are servers (SERVER in its settings), measured under load by
+    """Whether the recipe's twins are servers (its spec's serving), measured under load by
     common.runners.serve rather than step by step by the harness."""
-    return recipe in available() and bool(getattr(settings(recipe), "SERVER", False))
+    return recipe in available() and spec(recipe).serving is not None
 
 
 def check_stepped(recipe: str, what: str) -> str:
@@ -50,12 +52,9 @@ def compiles(recipe: str) -> bool:
 
 
 def measure(recipe: str) -> str:
-    """What the recipe's headline speedup is of (MEASURE in its settings): "step", the steady step
-    time, or "first step", the time from a process's start to its first finished step."""
-    found = getattr(settings(recipe), "MEASURE", "step")
-    if found not in MEASURES:
-        raise CookbookError(f"recipes/{recipe}/__init__.py: MEASURE {found!r} is none of {', '.join(MEASURES)}")
-    return found
+    """What the recipe's headline speedup is of (its spec's measure, one of MEASURES): "step", the steady
+    step time, or "first step", the time from a process's start to its first finished step."""
+    return spec(recipe).measure
 
 
 def stepped() -> list[str]:
@@ -64,8 +63,8 @@ def stepped() -> list[str]:
 
 
 def swept() -> list[str]:
-    """The recipes with a regime map (SWEEP in their settings: `make sweep-<recipe>`)."""
-    return [r for r in available() if getattr(settings(r), "SWEEP", None)]
+    """The recipes with a regime map (their spec's sweep: `make sweep-<recipe>`)."""
+    return [r for r in available() if spec(r).sweep is not None]
 
 
 def workloads(recipe: str) -> list[str]:
@@ -77,15 +76,9 @@ def workloads(recipe: str) -> list[str]:
 
 
 def main_pair(recipe: str) -> str:
-    """The pair a recipe's README headlines (MAIN in its settings; a recipe of one pair: that one),
-    the one `make tour` measures."""
-    pairs = workloads(recipe)
-    main = getattr(settings(recipe), "MAIN", None)
-    if main is None and len(pairs) == 1:
-        return pairs[0]
-    if main not in pairs:
-        raise CookbookError(f"recipes/{recipe}/__init__.py: MAIN {main!r} is none of its pairs ({', '.join(pairs)})")
-    return main
+    """The pair a recipe's README headlines (its spec's main; a recipe of one pair: that one), the one
+    `make tour` measures."""
+    return spec(recipe).main or workloads(recipe)[0]
 
 
 def workload_of(pair: str) -> str | None:
@@ -102,21 +95,24 @@ def module(recipe: str, workload: str, variant: str) -> str:
     return f"recipes.{recipe}.{workload}_{variant}"
 
 
-def settings(recipe: str):
-    return importlib.import_module(f"recipes.{recipe}")
+@cache
+def spec(recipe: str) -> RecipeSpec:
+    """The recipe's spec, checked once against its pairs on disk (common.spec.check)."""
+    package = importlib.import_module(f"recipes.{recipe}")
+    if "RECIPE" not in vars(package):
+        raise CookbookError(f"recipes/{recipe}/__init__.py: no RECIPE (a common.spec.RecipeSpec)")
+    return check_spec(recipe, package.RECIPE, workloads(recipe))
 
 
 def not_applicable(recipe: str, profile) -> str | None:
-    """Why the recipe's technique does not exist on this device (its settings' NEEDS against the
-    device profile, common.analysis.device), or None."""
-    return profile.not_applicable(getattr(settings(recipe), "NEEDS", ()))
+    """Why the recipe's technique does not exist on this device (its spec's needs against the device
+    profile, common.analysis.device), or None."""
+    return profile.not_applicable(spec(recipe).needs)
 
 
 def parity_rule(recipe: str, pair: str) -> dict:
-    """The recipe's PARITY rule for one pair: PARITY["workloads"][pair] overrides its keys."""
-    rule = dict(settings(recipe).PARITY)
-    overrides = rule.pop("workloads", {})
-    return {**rule, **overrides.get(pair, {})}
+    """The recipe's parity rule for one pair (its own where the spec gives one), as aggregate.parity reads it."""
+    return spec(recipe).parity_rule(pair)
 
 
 def identify(script_file: str) -> tuple[str, str, str, str]:
@@ -141,12 +137,16 @@ def identify(script_file: str) -> tuple[str, str, str, str]:
     return path.parent.name, workload, workload, variant
 
 
-def script_settings(script_file: str):
-    """The settings module of a script's folder (recipes/<recipe>/__init__.py, baselines/__init__.py),
-    or None for a folder that is not a package."""
+def script_defaults(script_file: str) -> dict:
+    """The sizes a script runs at, by pair and mode, from its folder: a recipe's spec, the baselines' and
+    the ladder's DEFAULTS; nothing for a script elsewhere (a user's, a test's)."""
     folder = Path(script_file).resolve().parent
-    try:
-        dotted = ".".join(folder.relative_to(REPO_ROOT).parts)
-        return importlib.import_module(dotted) if dotted else None
-    except (ValueError, ImportError):
-        return None
+    if folder.parent == RECIPES_DIR and folder.name in available():
+        return spec(folder.name).defaults
+    if folder == REPO_ROOT / "baselines":
+        from baselines import DEFAULTS
+    elif folder == REPO_ROOT / "ladder":
+        from ladder import DEFAULTS
+    else:
+        return {}
+    return DEFAULTS

@@ -129,14 +129,15 @@ def noise(device: torch.device, seeds=(0, 1, 2, 3), steps=420) -> dict:
         "bf16 vs fp32, shared fp32 masks": ((torch.float32, True, 0), (half, True, 0)),
         "fp32 vs fp32, shared masks reseeded": ((torch.float32, True, 0), (torch.float32, True, 1000)),
     }
-    out = {"data": source.kind if hasattr(source, "kind") else str(source), "steps": steps, "rule": amp.PARITY,
+    rule = amp.RECIPE.parity.rule()
+    out = {"data": source.kind if hasattr(source, "kind") else str(source), "steps": steps, "rule": rule,
            "comparisons": {}}
     for name, (slow, fast) in comparisons.items():
         rows = []
         for seed in seeds:
             a, b = (trajectory(device, features, targets, seed, dt, sh, seed + off, steps=steps)
                     for dt, sh, off in (slow, fast))
-            par = parity(a, b, amp.PARITY)
+            par = parity(a, b, rule)
             rows.append({"seed": seed, "ok": par.ok, "early_max_rel": par.early_max_rel, "max_rel": par.max_rel,
                          "at_step": par.at_step, "probe_max_rel": par.probe_max_rel})
         out["comparisons"][name] = rows

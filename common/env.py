@@ -1,8 +1,10 @@
 """Where this runs, without torch: the repository, its commit, the results and data folders, the cores."""
 import datetime as dt
+import json
 import os
 import platform
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +33,31 @@ COMPILE_CACHE_ENV = "COOKBOOK_COMPILE_CACHE"
 # a pipelined child's gate (common.measure.gate): when it may start its device work, and on which cores
 GATE_ENV = "COOKBOOK_GATE"
 PIPELINE_ENV = "COOKBOOK_PIPELINE"  # 0: no child prepares while another runs (the runners' launch.Pipeline)
+
+
+@dataclass
+class Gate:
+    """A pipelined child's gate (common.measure.gate), as its runner writes it in GATE_ENV."""
+    wait: str | None  # the file whose existence lets this process start its device work (None: at once)
+    release: str  # the file this process creates once its own device work is done
+    runner: int  # the runner's pid: once it is gone, no gate will open, and the process ends
+    cpus: list[int]  # the cores of the measured work
+
+    def to_env(self) -> str:
+        return json.dumps({"wait": self.wait, "release": self.release, "runner": self.runner, "cpus": self.cpus})
+
+
+def gate() -> Gate | None:
+    """This process's gate (GATE_ENV), or None where it was started without one (a process on its own)."""
+    said = os.environ.get(GATE_ENV)
+    if not said:
+        return None
+    try:
+        d = json.loads(said)
+        return Gate(wait=d["wait"], release=str(d["release"]), runner=int(d["runner"]),
+                    cpus=[int(c) for c in d["cpus"]])
+    except (ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"{GATE_ENV}: not a gate ({e})") from None
 
 
 def run_id() -> str:

@@ -68,7 +68,7 @@ def start(script_file: str, doc: str | None = None, argv: list[str] | None = Non
     stack = contextlib.ExitStack()
     hooks = stack.enter_context(process_hooks(path.name))
     recipe, pair, workload, variant = catalog.identify(script_file)
-    overrides = getattr(catalog.script_settings(script_file), "DEFAULTS", {})
+    overrides = catalog.script_defaults(script_file)
     if path.is_relative_to(env.REPO_ROOT):
         hooks.prog = "python -m " + ".".join(path.relative_to(env.REPO_ROOT).with_suffix("").parts)
     parser = cli.script_parser(hooks.prog, doc or "", workload, overrides, pair)

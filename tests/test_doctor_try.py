@@ -59,7 +59,7 @@ def test_a_compute_bound_script_measures_a_foreach_optimizer_and_bf16_autocast_p
     _, rows, _, md = doctor_try(tmp_path, PLAIN / "compute_bound.py", "--try", "fused,amp", "--try-budget", "35")
     fused, amp = rows["fused"], rows["amp"]
     assert fused["speedup"] and fused["why"] == "its step runs foreach ops" and fused["parity_ok"]
-    assert amp["speedup"] and "in 16-bit" in amp["why"] and not amp["why"].startswith("0 of")
+    assert amp["speedup"] and "in bf16" in amp["why"] and not amp["why"].startswith("0 of")
     assert amp["parity_ok"] is not None  # compared, by the amp recipe's rule
     for row in (fused, amp):
         assert row["verdict"] in ("faster", "slower", "no significant difference", "no meaningful difference")

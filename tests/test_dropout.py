@@ -80,7 +80,7 @@ def test_windows_after_the_shared_masks_are_judged_against_a_reseeded_twins_spre
     """Where the twins' own masks differ after the shared stretch, a window 7% off (a reseeded fp32 twin's
     spread reaches 5.1%) passes at RESEEDED_RTOL; the same gap fails where the twins draw the same masks
     (same dtypes), and inside the shared stretch; a twin 25% off (one that stopped learning) fails anyway."""
-    rule = amp.PARITY
+    rule = amp.RECIPE.parity.rule()
     slow, fast = trajectories(drift=0.07)
     par = parity(slow, fast, rule)
     assert par.ok and par.masks_shared_until == 20 and par.rtol == RESEEDED_RTOL and par.window_rtol == rule["rtol"]
@@ -106,7 +106,7 @@ def test_windows_after_the_shared_masks_are_judged_against_a_reseeded_twins_spre
 def test_the_early_steps_compare_only_where_the_masks_were_shared():
     slow, fast = trajectories()
     slow.randomness.shared_steps = fast.randomness.shared_steps = 3
-    assert parity(slow, fast, amp.PARITY).early_steps == 3
+    assert parity(slow, fast, amp.RECIPE.parity.rule()).early_steps == 3
 
 
 @pytest.mark.parametrize("fault", [None, "frozen:fast"])

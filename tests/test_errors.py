@@ -312,11 +312,12 @@ def test_the_recipe_counter_counts_the_memory_budget_probes():
     from pathlib import Path
 
     from common.runners import budget, compare
+    from common.spec import Budget
 
     plan = compare.Plan(recipe="checkpointing", title="", evidence=(), cuda=True,
                         rounds=compare.Rounds(3, 10, fixed=False), workloads=["churn", "resnet18"], script_flags={},
                         cpus=[0], reports_dir=Path("."), results_dir=Path("."), traces_dir=Path("."), smoke=False,
-                        command="", budget_gb=16.0, budget_spec={"pair": "resnet18", "start": 64})
+                        command="", budget_gb=16.0, budget_spec=Budget(pair="resnet18", start=64))
     assert compare.make_counter(plan).totals() == (0, 12 + 2, 40 + 2 * budget.most_probes(64))
     plan.cuda = False  # on a CPU the search does not run
     assert compare.make_counter(plan).totals() == (0, 12, 40)

@@ -24,10 +24,9 @@ def test_every_recipe_with_a_training_pair_has_its_planted_frozen_twin():
     # cold_start's pairs compile the training step of compile's resnet18 pair and judge it by compile's rule
     covered = {r for r, _ in FROZEN} | {"amp", "compile", "ddp", "cold_start"}
     assert training == covered | set(SAME_RULE_AS), training ^ (covered | set(SAME_RULE_AS))
-    assert catalog.settings("cold_start").PARITY == {k: v for k, v in catalog.settings("compile").PARITY.items()
-                                                     if k != "workloads"}
+    assert catalog.spec("cold_start").parity == catalog.spec("compile").parity
     for recipe, stand_in in SAME_RULE_AS.items():
-        assert catalog.settings(recipe).PARITY is catalog.settings(stand_in).PARITY
+        assert catalog.spec(recipe).parity is catalog.spec(stand_in).parity
         assert catalog.workloads(recipe) == catalog.workloads(stand_in) == ["resnet18"]
 
 

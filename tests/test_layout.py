@@ -8,7 +8,7 @@ import sys
 
 from conftest import REPO
 
-BASE = {"errors", "cli", "presets", "env", "catalog", "startup"}  # shared by every layer, torch-free
+BASE = {"errors", "cli", "presets", "env", "catalog", "spec", "startup"}  # shared by every layer, torch-free
 API = {"harness", "data", "models", "graphs", "inference_sweep", "server", "distributed",  # the scripts import
        "compile_cache", "dropout_check"}  # and a device check built on them
 LAYERS = {  # layer -> the layers it may import, besides its own

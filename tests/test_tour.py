@@ -22,7 +22,7 @@ def test_every_recipe_names_its_main_pair_in_one_place():
     for recipe in catalog.available():
         pairs = catalog.workloads(recipe)
         assert catalog.main_pair(recipe) in pairs
-        assert (len(pairs) == 1) != hasattr(catalog.settings(recipe), "MAIN"), recipe  # MAIN where there is a choice
+        assert (len(pairs) == 1) != (catalog.spec(recipe).main is not None), recipe  # main where there is a choice
     assert catalog.main_pair("amp") == "resnet18" and catalog.main_pair("cuda_graphs") == "churn"
 
 

@@ -25,9 +25,7 @@ FIXES = {f.name: f for f in (
     Fix("workers", "dataloader", "resnet18", "DataLoader(num_workers=N, pin_memory on CUDA, persistent_workers=True, "
         "prefetch_factor=4) wherever the script builds one without workers"),
     Fix("amp", "amp", "resnet18", "16-bit autocast around each call of the top-level model, its output cast back "
-        "to float32: bf16 where the device has it, else fp16 (a T4) with dynamic loss scaling at each backward and "
-        "optimizer step (torch's GradScaler: the loss scaled, the gradients unscaled and checked before each step "
-        "and any clip, a step that overflowed skipped)"),
+        "to float32 (fp16 with a loss scale where the GPU has no bf16)"),
     Fix("tf32", "precision", "resnet18", "TF32 matmuls and convolutions (fp32_precision 'tf32', the legacy "
         "allow_tf32 flags mirrored) before the script starts", gpu_only=True, needs=("tf32",)),
     Fix("cudnn_benchmark", "channels_last", "resnet18", "torch.backends.cudnn.benchmark = True before the script "

@@ -1,7 +1,7 @@
 """Every figure a report shows, declared once: name, label, unit, how it is read from a variant's
 aggregate (common.analysis.results.VariantAggregate) and how it is formatted. The recipe reports, the
 overview page, the ladder, the sweeps and the diagnosis all take their numbers from here. A recipe
-lists in EVIDENCE the names its technique must move (sync_removal: "syncs_per_step"); the report
+lists in its spec's evidence the names its technique must move (sync_removal: "syncs_per_step"); the report
 leads with those."""
 from collections.abc import Callable
 from dataclasses import dataclass

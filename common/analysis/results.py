@@ -741,7 +741,7 @@ class WorkloadComparison(Record):
     speedup: Speedup | None = None  # the headline: per step, or time to first step where `measure` says so
     parity: Parity | None = None
     rounds_reason: str = ""
-    measure: str = "step"  # "step" or "first step" (a cold-start recipe: MEASURE in its settings)
+    measure: str = "step"  # "step" or "first step" (a cold-start recipe: its spec's measure)
     steps: Speedup | None = optional()  # where the headline is the first step: the steady steps' speedup
     cold: ColdStart | None = optional()  # where a twin compiled
 

@@ -9,40 +9,15 @@ runner creates it too when that process ends, however it ended).
 
     COOKBOOK_GATE={"wait": "<file>" | null, "release": "<file>", "runner": <pid>, "cpus": [1, 2, 3]}
 """
-import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from common import env
+from common.env import Gate
 
 POLL_S = 0.005  # how often a waiting process looks at its gate: well under the 1 s a handoff may cost
 RUNNER_POLL_S = 1.0  # how often it checks that its runner still lives (a killed runner opens no gate)
-
-
-@dataclass
-class Gate:
-    wait: str | None  # the file whose existence lets this process start its device work (None: at once)
-    release: str  # the file this process creates once its own device work is done
-    runner: int  # the runner's pid: once it is gone, no gate will open, and the process ends
-    cpus: list[int]  # the cores of the measured work
-
-    def to_env(self) -> str:
-        return json.dumps({"wait": self.wait, "release": self.release, "runner": self.runner, "cpus": self.cpus})
-
-
-def from_env() -> Gate | None:
-    """This process's gate, or None where it was started without one (a process on its own)."""
-    said = os.environ.get(env.GATE_ENV)
-    if not said:
-        return None
-    try:
-        d = json.loads(said)
-        return Gate(wait=d["wait"], release=str(d["release"]), runner=int(d["runner"]),
-                    cpus=[int(c) for c in d["cpus"]])
-    except (ValueError, KeyError, TypeError) as e:
-        raise SystemExit(f"{env.GATE_ENV}: not a gate ({e})") from None
 
 
 def prepare(device) -> None:
@@ -52,6 +27,11 @@ def prepare(device) -> None:
         import torch
 
         torch.cuda.synchronize(device)
+
+
+def from_env() -> Gate | None:
+    """This process's gate, or None where it was started without one (a process on its own)."""
+    return env.gate()
 
 
 def wait(gate: Gate, clock=time.monotonic, sleep=time.sleep) -> float:

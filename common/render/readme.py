@@ -36,7 +36,7 @@ def cell(recipe: str, figure: figures.Figure | None) -> str:
         return (f"{NOT_YET}; [an older version's other pair ({other}) on an H100]"
                 f"(reports/{figures.ARCHIVE}/{recipe}.md) (2026-11-22)")
     if figure is None or not figure.pairs or figure.device_type != "cuda" or figure.smoke:
-        distributed = getattr(catalog.settings(recipe), "DISTRIBUTED", False)
+        distributed = catalog.spec(recipe).distributed
         return f"{'needs 2+ GPUs' if distributed else NOT_YET}: {SIMULATED}"
     return f"[{figure.says()}](reports/{figure.source}) ({figure.device}, {figure.date})"
 

@@ -168,7 +168,7 @@ def section(plan, pair: str, found: dict, verdict: dict) -> list[str]:
 def write(plan, found: dict, verdicts: dict):
     from common import catalog
 
-    title = catalog.settings(plan.recipe).TITLE
+    title = catalog.spec(plan.recipe).title
     first = next(iter(found.values()))["runs"]["slow"][0]
     stamp = Stamp.from_json(first.stamp) if first.stamp else None
     cpu = stamp is None or stamp.device_type != "cuda"

@@ -47,6 +47,7 @@ from common.cli import (
 from common.errors import CookbookError, exit_with
 from common.presets import WORKLOADS
 from common.runners import budget, launch, nodes, pipeline
+from common.spec import Budget
 
 MIN_ROUNDS, MAX_ROUNDS = 3, 10
 
@@ -120,14 +121,14 @@ class Plan:
     nproc: int | None = None  # ranks per run, for a recipe torchrun launches (settings.DISTRIBUTED)
     machines: nodes.Nodes | None = None  # the machines of a run across several (common/runners/nodes.py)
     budget_gb: float = budget.DEFAULT_GB
-    budget_spec: dict | None = None  # the recipe's BUDGET setting, if it searches batch sizes under a budget
+    budget_spec: Budget | None = None  # the recipe's budget search, if it searches batch sizes under a budget
     aa: bool = False  # --aa: the slow script in both roles
     no_report: bool = False  # --no-report: results and comparison.json only (rendered by make finalize)
     profile: DeviceProfile | None = None  # what the children's device can do
     not_applicable: str | None = None  # why the technique does not exist on it: nothing is timed
-    measure: str = "step"  # what the headline speedup is of: "step", or "first step" (MEASURE in the settings)
-    fresh: bool = False  # every child a fresh interpreter (FRESH in the settings: a cold start counts the imports)
-    primed: tuple = ()  # pairs whose fast twin runs once, unmeasured, before round 1 (PRIME: it saves a cache)
+    measure: str = "step"  # what the headline speedup is of: "step", or "first step" (the spec's measure)
+    fresh: bool = False  # every child a fresh interpreter (the spec's fresh: a cold start counts the imports)
+    primed: tuple = ()  # pairs whose fast twin runs once, unmeasured, before round 1 (the spec's prime: a cache)
 
     def rule_for(self, workload: str) -> dict:
         rule = catalog.parity_rule(self.recipe, workload)
@@ -140,7 +141,7 @@ class Plan:
     @property
     def probes_budget(self) -> bool:
         """Whether the memory-budget search will launch probes (CUDA, not smoke, a budget, its pair)."""
-        return bool(self.budget_spec and self.budget_spec["pair"] in self.workloads and self.budget_gb
+        return bool(self.budget_spec and self.budget_spec.pair in self.workloads and self.budget_gb
                     and self.cuda and not self.smoke)
 
 
@@ -148,7 +149,7 @@ def make_plan(argv) -> Plan:
     """Every input checked, nothing started or written: a bad one is a CookbookError (one line, exit 2)."""
     args = parse_args(argv)
     recipe = catalog.check(args.recipe)
-    settings = catalog.settings(recipe)
+    spec = catalog.spec(recipe)
     cuda = launch.use_cuda(args.device)
     profile = launch.device_profile(cuda)
     workloads = catalog.workloads(recipe)
@@ -169,7 +170,7 @@ def make_plan(argv) -> Plan:
     else:
         rounds = Rounds(min(MIN_ROUNDS, max_rounds), max_rounds, fixed=False)
     nproc = None
-    distributed = getattr(settings, "DISTRIBUTED", False)
+    distributed = spec.distributed
     multi = nodes.from_args(args, slurm=distributed)  # across machines: flags, or SLURM's for a torchrun recipe
     if distributed:
         gpus = launch.cuda_device_count() if cuda else 0
@@ -191,7 +192,7 @@ def make_plan(argv) -> Plan:
     data = launch.data_flags(args.data, WORKLOADS)  # per workload; a pair takes its workload's
     launch.check_data(args.data, WORKLOADS)
     cpus = launch.cpu_set(args.cpus)
-    overrides = getattr(settings, "DEFAULTS", {})
+    overrides = spec.defaults
     if args.script_args:  # as each pair's scripts will read them
         for w in workloads:
             check_script_flags(args.script_args, catalog.workload_of(w), overrides, w,
@@ -201,19 +202,19 @@ def make_plan(argv) -> Plan:
     results_dir = launch.output_folder(reports_dir, recipe, *(["aa"] if args.aa else []))
     common_flags = ["--device", args.device] + (["--smoke"] if args.smoke else [])
     script_args = args.script_args + (["--profile-steps", "0"] if args.aa else [])  # an A/A needs no evidence
-    if getattr(settings, "MEMORY_SNAPSHOT", False) and not args.aa:  # the allocator's history (CUDA) beside each trace
+    if spec.memory_snapshot and not args.aa:  # the allocator's history (CUDA) beside each trace
         script_args = script_args + ["--memory-snapshot"]
-    return Plan(recipe=recipe, title=settings.TITLE, cuda=cuda, evidence=tuple(getattr(settings, "EVIDENCE", ())),
+    return Plan(recipe=recipe, title=spec.title, cuda=cuda, evidence=tuple(spec.evidence),
                 parity_rtol=args.parity_rtol, rounds=rounds, workloads=workloads,
                 script_flags={w: common_flags + data[catalog.workload_of(w)] + script_args for w in workloads},
                 cpus=cpus, reports_dir=reports_dir, results_dir=results_dir,
                 traces_dir=reports_dir / "traces" / recipe, smoke=args.smoke,
                 command="python -m common.runners.compare " + " ".join(argv),
-                budget_spec=None if args.aa else getattr(settings, "BUDGET", None), budget_gb=args.memory_budget_gb,
+                budget_spec=None if args.aa else spec.budget, budget_gb=args.memory_budget_gb,
                 nproc=nproc, machines=multi, aa=args.aa, profile=profile, no_report=args.no_report,
                 not_applicable=catalog.not_applicable(recipe, profile), measure=catalog.measure(recipe),
-                fresh=bool(getattr(settings, "FRESH", False)),
-                primed=() if args.aa else tuple(getattr(settings, "PRIME", ())))
+                fresh=spec.fresh,
+                primed=() if args.aa else tuple(spec.prime))
 
 
 def run_variant(plan: Plan, workload, variant, round_no, read=RunResult) -> launch.Outcome:
@@ -319,7 +320,7 @@ def make_counter(plan: Plan) -> launch.Counter:
     stages = {w: (per_round * plan.rounds.least, per_round * plan.rounds.most) for w in plan.workloads}
     stages.update({("prime", w): (1, 1) for w in plan.workloads if w in plan.primed})
     if plan.probes_budget:
-        most = budget.most_probes(plan.budget_spec["start"])
+        most = budget.most_probes(plan.budget_spec.start)
         stages.update({("budget", v): (min(1, most), most) for v in catalog.VARIANTS})
     return launch.Counter(stages)
 
@@ -346,14 +347,14 @@ def run_all(plan: Plan) -> Comparison:
         comparison.failures += failures
         comparison.workloads[workload] = summarize_workload(by_variant, plan.rule_for(workload), reason,
                                                             plan.rounds.looks, plan.measure)
-    if plan.budget_spec and plan.budget_spec["pair"] in plan.workloads and plan.budget_gb:
+    if plan.budget_spec and plan.budget_spec.pair in plan.workloads and plan.budget_gb:
         comparison.budget = search_budget(plan, counter)
     return comparison
 
 
 def search_budget(plan: Plan, counter: launch.Counter | None = None) -> MemoryBudget:
     """The largest batch each twin trains under the memory budget (CUDA only)."""
-    pair, gb = plan.budget_spec["pair"], plan.budget_gb
+    pair, gb = plan.budget_spec.pair, plan.budget_gb
     found = MemoryBudget(pair=pair, budget_gb=gb)
     if not plan.cuda:
         found.note = "the memory budget needs CUDA: not searched on this CPU"
@@ -372,7 +373,7 @@ def search_budget(plan: Plan, counter: launch.Counter | None = None) -> MemoryBu
 
         try:
             s = budget.search(f"recipes.{plan.recipe}.{pair}_{variant}", flags, plan.results_dir / "budget" / variant,
-                              plan.cpus, plan.budget_spec["start"], progress=lambda t: print(t, flush=True),
+                              plan.cpus, plan.budget_spec.start, progress=lambda t: print(t, flush=True),
                               announce=announce if counter is not None else None)
         finally:
             if counter is not None:

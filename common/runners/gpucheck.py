@@ -85,7 +85,7 @@ def targets(smoke: bool, out: Path) -> list[Target]:
                                      *((["--duration-s", "2"] if not smoke else []) if catalog.served(r) else tail)],
                      tells=NOT_APPLICABLE) for r in catalog.available()]
     for r in catalog.swept():
-        values = catalog.settings(r).SWEEP["values"]["smoke" if smoke else "cuda"]
+        values = catalog.spec(r).sweep.values["smoke" if smoke else "cuda"]
         points = ",".join(str(v) for v in dict.fromkeys([values[0], values[-1]]))  # both ends of the range
         found.append(Target(f"sweep-{r}", ["-m", "common.runners.sweep", r, "--values", points, *common, *tail],
                             tells=NOT_APPLICABLE))

@@ -52,8 +52,8 @@ def check(args):
     its pairs, the flags and folders, then the tools (ncu, a CUDA device).
     Returns (recipe, pairs, ncu path, results folder, cores)."""
     recipe = catalog.check_stepped(args.recipe, "Nsight Compute")
-    settings = catalog.settings(recipe)
-    if getattr(settings, "DISTRIBUTED", False):
+    spec = catalog.spec(recipe)
+    if spec.distributed:
         raise CookbookError(f"ncu-{recipe}: a torchrun recipe's ranks are not profiled here; its communication "
                             "kernels are in the HTA lines of reports/" + recipe + ".md")
     pairs = pick("--workloads", args.workloads, catalog.workloads(recipe), f"{recipe} pair")
@@ -61,7 +61,7 @@ def check(args):
         raise CookbookError("--device cpu: ncu profiles CUDA kernels; run it on a GPU")
     launch.check_data(args.data, WORKLOADS)
     for pair in pairs:
-        check_script_flags(args.script_args, catalog.workload_of(pair), getattr(settings, "DEFAULTS", {}), pair,
+        check_script_flags(args.script_args, catalog.workload_of(pair), spec.defaults, pair,
                            prog=f"python -m recipes.{recipe}.{pair}_slow", reserved=RESERVED)
     folder = launch.output_folder(args.reports_dir, "ncu", recipe)  # checked; created once all has passed
     cpus = launch.cpu_set(args.cpus)

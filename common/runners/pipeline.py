@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import env
-from common.measure.gate import Gate
+from common.env import Gate
 
 
 @dataclass

@@ -109,24 +109,24 @@ def parse(argv) -> Plan:
     p.add_argument("--workloads", help="(accepted for the recipe runner's flags; the served recipe has one pair)")
     a = p.parse_args(argv)
     catalog.check(a.recipe)
-    settings = catalog.settings(a.recipe)
+    load = catalog.spec(a.recipe).serving
     cuda = launch.use_cuda(a.device)
     mode = "smoke" if a.smoke else "cuda" if cuda else "cpu"
     try:
-        rates = sorted(float(r) for r in a.rates.split(",")) if a.rates else settings.RATES[mode]
+        rates = sorted(float(r) for r in a.rates.split(",")) if a.rates else load.rates[mode]
     except ValueError:
         raise CookbookError(f"--rates {a.rates}: give requests per second, e.g. --rates 50,100,200") from None
     if not rates or min(rates) <= 0:
         raise CookbookError("--rates: every rate must be above 0")
-    sla = a.sla_ms if a.sla_ms is not None else settings.SLA_MS
+    sla = a.sla_ms if a.sla_ms is not None else load.sla_ms
     if sla <= 0:
         raise CookbookError("--sla-ms must be above 0")
     results = launch.output_folder(a.reports_dir, a.recipe)
     cpus = launch.cpu_set(a.cpus)
     half = len(cpus) // 2 if len(cpus) >= 4 else 0
-    return Plan(recipe=a.recipe, pairs=catalog.workloads(a.recipe), rounds=a.rounds or settings.ROUNDS[mode],
-                rates=rates, duration_s=a.duration_s or settings.DURATION_S[mode], sla_ms=sla,
-                parity_requests=settings.PARITY_REQUESTS[mode], device="cuda" if cuda else "cpu", data=a.data,
+    return Plan(recipe=a.recipe, pairs=catalog.workloads(a.recipe), rounds=a.rounds or load.rounds[mode],
+                rates=rates, duration_s=a.duration_s or load.duration_s[mode], sla_ms=sla,
+                parity_requests=load.parity_requests[mode], device="cuda" if cuda else "cpu", data=a.data,
                 smoke=a.smoke, reports_dir=Path(a.reports_dir), results_dir=results, mode=mode,
                 command="python -m common.runners.serve " + " ".join(argv),
                 server_cpus=cpus[:half] or None, client_cpus=cpus[half:] if half else None)

@@ -26,6 +26,7 @@ from common.presets import WORKLOADS
 from common.render import index
 from common.render.sweep import render
 from common.runners import launch
+from common.spec import Sweep
 
 
 def parse_args(argv):
@@ -33,15 +34,15 @@ def parse_args(argv):
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("recipe")
     launch.add_flags(p, rounds_help="rounds per point (default 3 on CUDA, 2 on a CPU and with --smoke)")
-    p.add_argument("--values", help="the knob's values, comma-separated (default: the recipe's SWEEP for this device)")
+    p.add_argument("--values", help="the knob's values, comma-separated (default: the recipe's sweep for this device)")
     own, script_args = split_passthrough(argv)
     args = p.parse_args(own)
     args.script_args = script_args
     return args
 
 
-def spec_of(recipe: str) -> dict:
-    spec = getattr(catalog.settings(recipe), "SWEEP", None)
+def spec_of(recipe: str) -> Sweep:
+    spec = catalog.spec(recipe).sweep
     if spec is None:
         have = catalog.swept()
         raise CookbookError(f"recipe {recipe!r} has no sweep; these do: {', '.join(have)}")
@@ -68,19 +69,19 @@ def knob_values(text: str | None, spec: dict, mode: str, recipe: str) -> list[in
     """--values, each by the scripts' own rule for the knob (--batch-size 1 or more, --workers 0 or
     more), or the recipe's values for this mode."""
     if not text:
-        return spec["values"][mode]
-    pair = spec["pair"]
-    overrides = getattr(catalog.settings(recipe), "DEFAULTS", {})
+        return spec.values[mode]
+    pair = spec.pair
+    overrides = catalog.spec(recipe).defaults
     values = []
     for part in text.split(","):
         try:
-            value = check_value(spec["flag"], part.strip(), catalog.workload_of(pair), overrides, pair)
+            value = check_value(spec.flag, part.strip(), catalog.workload_of(pair), overrides, pair)
         except CookbookError as e:
-            raise CookbookError(f"--values {text!r}: {part.strip()!r} is not a valid {spec['knob']} ({e}); give whole "
-                                f"numbers separated by commas, e.g. {','.join(map(str, spec['values'][mode]))}") \
+            raise CookbookError(f"--values {text!r}: {part.strip()!r} is not a valid {spec.knob} ({e}); give whole "
+                                f"numbers separated by commas, e.g. {','.join(map(str, spec.values[mode]))}") \
                 from None
         if value in values:  # one point per value: a repeat is a typo, not more rounds (--rounds gives those)
-            raise CookbookError(f"--values {text!r}: {spec['knob']} {value} is given twice; give each value once "
+            raise CookbookError(f"--values {text!r}: {spec.knob} {value} is given twice; give each value once "
                                 "(more processes per point: --rounds N)")
         values.append(value)
     return sorted(values)
@@ -94,14 +95,14 @@ def make_plan(argv) -> SweepPlan:
     mode = "smoke" if args.smoke else "cuda" if cuda else "cpu"
     values = knob_values(args.values, spec, mode, recipe)
     rounds = args.rounds or (3 if cuda and not args.smoke else 2)
-    pair = spec["pair"]
+    pair = spec.pair
     workload = catalog.workload_of(pair)
     data = launch.data_flags(args.data, [workload])[workload]
     launch.check_data(args.data, WORKLOADS)  # every path given, read as its loader reads it
     cpus = launch.cpu_set(args.cpus)
     if args.script_args:
-        knob = spec["flag"].lstrip("-").replace("-", "_")  # the sweep sets it: --values, not -- --batch-size
-        check_script_flags(args.script_args, workload, getattr(catalog.settings(recipe), "DEFAULTS", {}), pair,
+        knob = spec.flag.lstrip("-").replace("-", "_")  # the sweep sets it: --values, not -- --batch-size
+        check_script_flags(args.script_args, workload, catalog.spec(recipe).defaults, pair,
                            prog=f"python -m recipes.{recipe}.{pair}_slow",
                            reserved={"out": None, knob: "it is the sweep's knob: give its values with --values"})
     out_dir = launch.output_folder(args.reports_dir, "sweep", recipe)  # checked; created when the sweep starts
@@ -120,13 +121,13 @@ def run_sweep(argv) -> tuple[SweepResult, Path]:
 def _swept(plan: SweepPlan, argv) -> tuple[SweepResult, Path]:
     recipe, spec, values, rounds, cpus, flags = plan.recipe, plan.spec, plan.values, plan.rounds, plan.cpus, plan.flags
     out_dir = launch.make_folder(plan.out_dir, plan.reports_dir)  # every input has passed: now the first write
-    pair = spec["pair"]
-    settings = catalog.settings(recipe)
+    pair = spec.pair
+    title = catalog.spec(recipe).title
     rule = catalog.parity_rule(recipe, pair)
     command = "make sweep-" + recipe if not argv[1:] else "python -m common.runners.sweep " + " ".join(argv)
     if plan.not_applicable:
         print(f"sweep {recipe}: {plan.not_applicable}; nothing timed", flush=True)
-        result = SweepResult(recipe=recipe, title=settings.TITLE, pair=pair, knob=spec["knob"], flag=spec["flag"],
+        result = SweepResult(recipe=recipe, title=title, pair=pair, knob=spec.knob, flag=spec.flag,
                              mode=plan.mode, rounds=rounds, points=[], command=command,
                              crossover=plan.not_applicable, not_applicable=plan.not_applicable)
         write_result(out_dir / "sweep.json", result)
@@ -134,7 +135,7 @@ def _swept(plan: SweepPlan, argv) -> tuple[SweepResult, Path]:
     launch.ensure_ceiling(plan.cuda)
     total = len(values) * rounds * 2
     counter = launch.Counter({value: (rounds * 2,) * 2 for value in values})
-    print(f"sweep {recipe}/{pair} over {spec['knob']} {values}: {rounds} round(s) per point, {total} runs, "
+    print(f"sweep {recipe}/{pair} over {spec.knob} {values}: {rounds} round(s) per point, {total} runs, "
           f"cores {env.cpu_ranges(cpus)}; logs in {out_dir}", flush=True)
     points = []
     for value in values:
@@ -142,13 +143,13 @@ def _swept(plan: SweepPlan, argv) -> tuple[SweepResult, Path]:
 
         def run_one(variant, round_no, value=value):
             return launch.child(["-m", f"recipes.{recipe}.{pair}_{variant}"],
-                                 flags + [spec["flag"], str(value)]
+                                 flags + [spec.flag, str(value)]
                                  + (["--probe-steps", "0"] if round_no > 1 else []),  # parity: round 1
                                  out_dir / f"{pair}_{variant}_{value}_r{round_no}.json", cpus=cpus,
                                  rerun=f"make sweep-{recipe}")
 
         done = launch.rounds(catalog.VARIANTS, run_one, rounds, counter, value,
-                             lambda v, n, value=value: f"{spec['knob']} {value}: {v} round {n}")
+                             lambda v, n, value=value: f"{spec.knob} {value}: {v} round {n}")
         runs = done.runs
         point.failed = [f"{v} round {n}: exit {o.returncode} ({o.log})" for v, n, o in done.failures]
         point.slow = aggregate(runs["slow"]) if "slow" in runs else None
@@ -158,11 +159,11 @@ def _swept(plan: SweepPlan, argv) -> tuple[SweepResult, Path]:
             checked = parity(runs["slow"][0], runs["fast"][0], rule)
             point.parity_ok = checked.ok
             point.parity_failure = "" if checked.ok else parity_failure(checked)
-            print(f"    {spec['knob']} {value}: {stats.describe(point.speedup, 'fast')}", flush=True)
+            print(f"    {spec.knob} {value}: {stats.describe(point.speedup, 'fast')}", flush=True)
         points.append(point)
-    result = SweepResult(recipe=recipe, title=settings.TITLE, pair=pair, knob=spec["knob"], flag=spec["flag"],
+    result = SweepResult(recipe=recipe, title=title, pair=pair, knob=spec.knob, flag=spec.flag,
                          mode=plan.mode, rounds=rounds, points=points, command=command)
-    result.crossover = crossover(points, spec["knob"])
+    result.crossover = crossover(points, spec.knob)
     write_result(out_dir / "sweep.json", result)
     write_result(plan.reports_dir / "results" / "sweep" / recipe / "sweep.json", result)  # the latest
     return result, plan.reports_dir

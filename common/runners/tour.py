@@ -1,6 +1,6 @@
 """`make tour`: the whole cookbook on one GPU in one sitting. The noise floor first (the A/A: amp's churn
-slow twin against itself), then the main pair of every recipe that runs on one GPU (MAIN in its
-settings: catalog.main_pair) in the order a reader needs them, each pair one `compare` of 3 alternating
+slow twin against itself), then the main pair of every recipe that runs on one GPU (its spec's
+main: catalog.main_pair) in the order a reader needs them, each pair one `compare` of 3 alternating
 rounds, one process on the GPU at a time; its line as it ends. The analysis waits for any machine:
 
     python -m common.runners.tour [--budget 480] [--only amp,compile] [--rounds 3] [--bundle DIR]
@@ -83,7 +83,7 @@ def legs(profile, gpus: int, only: list[str] | None = None) -> tuple[list[Leg], 
     why: the A/A, then every recipe's main pair that runs on one GPU and has what it needs here."""
     plan, skipped = [Leg(FIRST, "amp", "churn", aa=True)], {}
     for r in sorted(catalog.available()):
-        if getattr(catalog.settings(r), "DISTRIBUTED", False):
+        if catalog.spec(r).distributed:
             skipped[r] = "data-parallel: needs 2 or more GPUs, one per rank (make recipe-" + r + ")"
             continue
         why = catalog.not_applicable(r, profile) or (missing_packages() if catalog.served(r) else None)
@@ -91,7 +91,7 @@ def legs(profile, gpus: int, only: list[str] | None = None) -> tuple[list[Leg], 
             skipped[r] = why
             continue
         plan.append(Leg(r, r, catalog.main_pair(r), served=catalog.served(r),
-                        fresh=bool(getattr(catalog.settings(r), "FRESH", False))))
+                        fresh=catalog.spec(r).fresh))
     if only:
         plan = [leg for leg in plan if leg.name in only]
     return sitting.order(plan), skipped
@@ -122,7 +122,7 @@ def read_ledger(path: Path | None = None) -> dict:
 def predicted(leg: Leg, ledger: dict, key: str, rounds: int, bundle_costs: dict | None = None,
               ceilings: dict | None = None, cls: str | None = None) -> sitting.Cost:
     """Seconds the leg should take here (sitting.predicted), a primed pair (PRIME) with its priming process."""
-    primed = not leg.aa and leg.pair in getattr(catalog.settings(leg.recipe), "PRIME", ())
+    primed = not leg.aa and leg.pair in catalog.spec(leg.recipe).prime
     return sitting.predicted(leg, ledger, key, rounds, bundle_costs, ceilings, primed, cls)
 
 

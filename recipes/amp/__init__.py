@@ -1,19 +1,27 @@
 """Automatic mixed precision: matmuls and convolutions in 16-bit, the rest in fp32."""
 
-TITLE = "Automatic mixed precision (AMP)"
-MAIN = "resnet18"  # the headline pair (make tour): its goal's; AMP pays where the math dominates
-# 16-bit rounding moves each loss a little and the twins drift apart slowly: measured on CPU over
-# 140 steps, the first 5 steps agree within 1.4% and 10-step mean losses within 2.4% of the initial
-# loss, while a twin that stops learning is 22-82% off. A wrong cast or a missing loss scale shows
-# in the first steps; divergence shows in the windows.
-# early_rtol holds at batch 16 and widens as 1/sqrt(batch) below it: the bf16 twin's first 5 losses were
-# up to 3.4% off at batch 2 and 1.9% at 4 (ResNet-18, CPU), 0.37% at 128 (ResNet-18) and 0.94% at 64
-# (churn) on the first H100 run: at most 0.4x of the tolerance
-PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.03, "at_batch": 16, "window": 10, "rtol": 0.05}
-EVIDENCE = ("peak_mb",)  # 16-bit activations: less memory; the speed is the headline
-# AMP speeds up the math, so the pair runs where the math dominates: at the seed's batch of 32 an
-# H100 spends much of a ResNet-18 step launching kernels (see the README and the sweep).
-DEFAULTS = {"resnet18": {"cuda": {"batch_size": 256}}}
-# `make sweep-amp`: the batch size decides whether the step is launch-bound or math-bound
-SWEEP = {"pair": "resnet18", "flag": "--batch-size", "knob": "batch size",
-         "values": {"cuda": [16, 32, 64, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]}}
+from common.spec import LossParity, RecipeSpec, Sweep
+
+RECIPE = RecipeSpec(
+    title="Automatic mixed precision (AMP)",
+    main="resnet18",  # the headline pair (make tour): its goal's; AMP pays where the math dominates
+    # 16-bit rounding moves each loss a little and the twins drift apart slowly: measured on CPU over
+    # 140 steps, the first 5 steps agree within 1.4% and 10-step mean losses within 2.4% of the initial
+    # loss, while a twin that stops learning is 22-82% off. A wrong cast or a missing loss scale shows
+    # in the first steps; divergence shows in the windows.
+    # early_rtol holds at batch 16 and widens as 1/sqrt(batch) below it: the bf16 twin's first 5 losses were
+    # up to 3.4% off at batch 2 and 1.9% at 4 (ResNet-18, CPU), 0.37% at 128 (ResNet-18) and 0.94% at 64
+    # (churn) on the first H100 run: at most 0.4x of the tolerance
+    parity=LossParity(what="training loss", early_steps=5, early_rtol=0.03, at_batch=16, window=10, rtol=0.05),
+    evidence=("peak_mb",),  # 16-bit activations: less memory; the speed is the headline
+    # AMP speeds up the math, so the pair runs where the math dominates: at the seed's batch of 32 an
+    # H100 spends much of a ResNet-18 step launching kernels (see the README and the sweep).
+    defaults={"resnet18": {"cuda": {"batch_size": 256}}},
+    # `make sweep-amp`: the batch size decides whether the step is launch-bound or math-bound
+    sweep=Sweep(
+        pair="resnet18",
+        flag="--batch-size",
+        knob="batch size",
+        values={"cuda": [16, 32, 64, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]},
+    ),
+)

@@ -3,14 +3,22 @@
 ResNet-18 only: the churn MLP has no convolutions, and a 2-D tensor has no channel dimension to move.
 """
 
-TITLE = "channels_last memory format"
-# The same arithmetic in another layout: cuDNN picks other algorithms, which round differently
-# (TF32 on an H100), so the twins drift slowly; a wrong layout would show at once.
-PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.01, "window": 10, "rtol": 0.05}
-EVIDENCE = ("kernels_per_step", "gpu_busy_ms_per_step", "peak_mb")
-# in fp32 the pair needs tensor-core convolutions, TF32's (sm_80+): on a T4 it is not applicable, with the reason
-NEEDS = ("fp32_tensor_cores",)
-# fp32 at a batch where the convolutions dominate the step (a layout cannot help a launch-bound step)
-DEFAULTS = {"resnet18": {"cuda": {"batch_size": 256}}}
-SWEEP = {"pair": "resnet18", "flag": "--batch-size", "knob": "batch size",
-         "values": {"cuda": [16, 32, 64, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]}}
+from common.spec import LossParity, RecipeSpec, Sweep
+
+RECIPE = RecipeSpec(
+    title="channels_last memory format",
+    # The same arithmetic in another layout: cuDNN picks other algorithms, which round differently
+    # (TF32 on an H100), so the twins drift slowly; a wrong layout would show at once.
+    parity=LossParity(what="training loss", early_steps=5, early_rtol=0.01, window=10, rtol=0.05),
+    evidence=("kernels_per_step", "gpu_busy_ms_per_step", "peak_mb"),
+    # in fp32 the pair needs tensor-core convolutions, TF32's (sm_80+): on a T4 it is not applicable, with the reason
+    needs=("fp32_tensor_cores",),
+    # fp32 at a batch where the convolutions dominate the step (a layout cannot help a launch-bound step)
+    defaults={"resnet18": {"cuda": {"batch_size": 256}}},
+    sweep=Sweep(
+        pair="resnet18",
+        flag="--batch-size",
+        knob="batch size",
+        values={"cuda": [16, 32, 64, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]},
+    ),
+)

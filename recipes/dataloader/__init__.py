@@ -2,12 +2,24 @@
 
 import os
 
-TITLE = "Input pipeline (DataLoader)"
-MAIN = "resnet18"  # the headline pair (make tour): the host pipeline against the device one, where images make it count
-# The same batches in the same order, and the same random crops (seeded per sample and epoch,
-# whichever process augments them): the losses agree to rounding.
-PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
-EVIDENCE = ("data_wait_share", "data_wait_ms", "cpu_ms_per_step", "worker_cpu_ms_per_step", "gpu_idle_share")
+from common.spec import LossParity, RecipeSpec, Sweep
+
+RECIPE = RecipeSpec(
+    title="Input pipeline (DataLoader)",
+    # the headline pair (make tour): the host pipeline against the device one, where images make it count
+    main="resnet18",
+    # The same batches in the same order, and the same random crops (seeded per sample and epoch,
+    # whichever process augments them): the losses agree to rounding.
+    parity=LossParity(what="training loss", early_steps=5, early_rtol=0.001, window=10, rtol=0.02),
+    evidence=("data_wait_share", "data_wait_ms", "cpu_ms_per_step", "worker_cpu_ms_per_step", "gpu_idle_share"),
+    # `make sweep-dataloader` (the lab's Exercise 2.1): the fast twin's worker count
+    sweep=Sweep(
+        pair="resnet18",
+        flag="--workers",
+        knob="DataLoader workers",
+        values={"cuda": [0, 1, 2, 4, 8, 15], "cpu": [0, 1, 2], "smoke": [0, 1]},
+    ),
+)
 
 
 def workers(run=None) -> int:
@@ -18,6 +30,3 @@ def workers(run=None) -> int:
         return run.args.workers  # 0: no worker processes (the sweep's reference point)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(16, cores - 1))
-# `make sweep-dataloader` (the lab's Exercise 2.1): the fast twin's worker count
-SWEEP = {"pair": "resnet18", "flag": "--workers", "knob": "DataLoader workers",
-         "values": {"cuda": [0, 1, 2, 4, 8, 15], "cpu": [0, 1, 2], "smoke": [0, 1]}}

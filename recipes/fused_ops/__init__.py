@@ -1,12 +1,16 @@
 """Fused ops: the optimizer's update in one fused kernel per group of tensors, against PyTorch's
 default (foreach's chain of multi-tensor ops on CUDA; the for-loop on a CPU)."""
 
-TITLE = "Fused optimizer: Adam(fused=True) against PyTorch's default"
-MAIN = "resnet18"  # the headline pair (make tour): 62 parameter tensors: the foreach chain against one fused kernel
-# A fused Adam does the default's arithmetic in another order: the losses agree to rounding.
-PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
-EVIDENCE = ("optimizer_kernels", "optimizer_ops", "optimizer_gpu_ms", "optimizer_host_ms", "kernels_per_step")
-# no goal: the 1.5x once set was against the for-loop, which is not PyTorch's default on CUDA
-# ResNet-18's 62 parameter tensors at the seed's batch 32: the optimizer's launches are a large part
-# of a short step there
-DEFAULTS = {"resnet18": {"cuda": {"batch_size": 32}}}
+from common.spec import LossParity, RecipeSpec
+
+RECIPE = RecipeSpec(
+    title="Fused optimizer: Adam(fused=True) against PyTorch's default",
+    main="resnet18",  # the headline pair (make tour): 62 parameter tensors: the foreach chain against one fused kernel
+    # A fused Adam does the default's arithmetic in another order: the losses agree to rounding.
+    parity=LossParity(what="training loss", early_steps=5, early_rtol=0.001, window=10, rtol=0.02),
+    evidence=("optimizer_kernels", "optimizer_ops", "optimizer_gpu_ms", "optimizer_host_ms", "kernels_per_step"),
+    # no goal: the 1.5x once set was against the for-loop, which is not PyTorch's default on CUDA
+    # ResNet-18's 62 parameter tensors at the seed's batch 32: the optimizer's launches are a large part
+    # of a short step there
+    defaults={"resnet18": {"cuda": {"batch_size": 32}}},
+)

@@ -7,13 +7,21 @@ On Ampere and newer GPUs, "fp32" is not one thing: TF32 tensor cores keep fp32's
 stamp of every result records both. TF32 needs sm_80: elsewhere the recipe is "not applicable".
 """
 
-TITLE = "fp32 precision: strict fp32 vs TF32"
-MAIN = "resnet18"  # the headline pair (make tour): TF32 where matmuls and convolutions dominate
-NEEDS = ("tf32",)  # what the device must have (common.analysis.device), else not applicable
-# TF32 rounds every product's inputs to 10 mantissa bits: the losses drift apart slowly, within
-# the tolerance of 16-bit AMP (whose mantissa is shorter still).
-PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.03, "at_batch": 16, "window": 10, "rtol": 0.05}
-EVIDENCE = ("gpu_busy_ms_per_step", "tflops", "mfu")
-DEFAULTS = {"resnet18": {"cuda": {"batch_size": 128}}}
-SWEEP = {"pair": "resnet18", "flag": "--batch-size", "knob": "batch size",
-         "values": {"cuda": [16, 32, 64, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]}}
+from common.spec import LossParity, RecipeSpec, Sweep
+
+RECIPE = RecipeSpec(
+    title="fp32 precision: strict fp32 vs TF32",
+    main="resnet18",  # the headline pair (make tour): TF32 where matmuls and convolutions dominate
+    needs=("tf32",),  # what the device must have (common.analysis.device), else not applicable
+    # TF32 rounds every product's inputs to 10 mantissa bits: the losses drift apart slowly, within
+    # the tolerance of 16-bit AMP (whose mantissa is shorter still).
+    parity=LossParity(what="training loss", early_steps=5, early_rtol=0.03, at_batch=16, window=10, rtol=0.05),
+    evidence=("gpu_busy_ms_per_step", "tflops", "mfu"),
+    defaults={"resnet18": {"cuda": {"batch_size": 128}}},
+    sweep=Sweep(
+        pair="resnet18",
+        flag="--batch-size",
+        knob="batch size",
+        values={"cuda": [16, 32, 64, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]},
+    ),
+)

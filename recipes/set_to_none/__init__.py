@@ -1,8 +1,12 @@
 """zero_grad(set_to_none=True): no fill kernel per gradient; the backward writes fresh gradients."""
 
-TITLE = "Gradients set to None"
-MAIN = "resnet18"  # the headline pair (make tour): 62 gradients filled with zeros or not
-# Zeroed gradients plus the backward's sum equal the backward's fresh gradients: the same numbers.
-PARITY = {"what": "training loss", "early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
-EVIDENCE = ("kernels_per_step", "backward_ops", "peak_mb")
-DEFAULTS = {"resnet18": {"cuda": {"batch_size": 32}}}
+from common.spec import LossParity, RecipeSpec
+
+RECIPE = RecipeSpec(
+    title="Gradients set to None",
+    main="resnet18",  # the headline pair (make tour): 62 gradients filled with zeros or not
+    # Zeroed gradients plus the backward's sum equal the backward's fresh gradients: the same numbers.
+    parity=LossParity(what="training loss", early_steps=5, early_rtol=0.001, window=10, rtol=0.02),
+    evidence=("kernels_per_step", "backward_ops", "peak_mb"),
+    defaults={"resnet18": {"cuda": {"batch_size": 32}}},
+)

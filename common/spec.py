@@ -1,0 +1,123 @@
+"""What a recipe is, in one typed place: `recipes/<recipe>/__init__.py` exports `RECIPE = RecipeSpec(...)`
+and every runner reads it through `catalog.spec(recipe)`, which checks it once (a wrong field is one
+line naming the recipe and the field).
+
+The pair scripts hold the technique itself; the spec holds what the runners need to know about it:
+its title, its pairs' parity rules, the evidence its report leads with, its sizes, its regime sweep,
+what the device must have, and how its processes run."""
+from dataclasses import dataclass, field, fields
+
+from common.errors import CookbookError
+
+MEASURES = ("step", "first step")  # what a headline speedup is of
+MODES = ("cuda", "cpu", "smoke")
+
+
+@dataclass(frozen=True)
+class LossParity:
+    """Twins that train: their losses compared step by step (the first early_steps within early_rtol) and
+    window by window (means of `window` steps within rtol). common.analysis.aggregate.parity reads it."""
+    what: str
+    early_steps: int
+    early_rtol: float
+    window: int
+    rtol: float
+    at_batch: int | None = None  # early_rtol holds at this batch and widens as 1/sqrt(batch) below it
+    probe_rtol: float | None = None  # the learning probe's tolerance, where it differs from early_rtol
+    max_windows: int | None = None
+
+    def rule(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True)
+class AnswerParity:
+    """Twins that serve: each request's answer within atol of the other twin's."""
+    what: str
+    atol: float
+
+    def rule(self) -> dict:
+        return {"what": self.what, "atol": self.atol}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """`make sweep-<recipe>`: one knob of one pair, over values per mode, where the regime changes."""
+    pair: str
+    flag: str
+    knob: str
+    values: dict  # mode ("cuda", "cpu", "smoke") -> the values
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A memory budget search for one pair (`--memory-budget-gb`), from a starting batch."""
+    pair: str
+    start: int
+
+
+@dataclass(frozen=True)
+class Serving:
+    """A served recipe's load: per mode, its rates, each rate's seconds, rounds and parity requests."""
+    sla_ms: float
+    rates: dict
+    duration_s: dict
+    rounds: dict
+    parity_requests: dict
+
+
+@dataclass(frozen=True)
+class RecipeSpec:
+    title: str
+    parity: LossParity | AnswerParity
+    evidence: tuple = ()  # the report's evidence keys, first the one its headline leads with
+    main: str | None = None  # the headline pair (make tour); a recipe of one pair needs none
+    defaults: dict = field(default_factory=dict)  # pair -> mode -> the sizes it runs at there
+    parity_by_pair: dict = field(default_factory=dict)  # pair -> its own rule, where it differs
+    sweep: Sweep | None = None
+    needs: tuple = ()  # what the device must have (common.analysis.device), else not applicable
+    measure: str = "step"  # what its headline speedup is of: "step" or "first step"
+    distributed: bool = False  # each run a torchrun launch of N ranks
+    fresh: bool = False  # every process a fresh interpreter (never forked from the warm server)
+    prime: tuple = ()  # pairs whose fast twin runs once, unmeasured, before round 1
+    memory_snapshot: bool = False  # each twin's allocator history over its profiled steps (CUDA)
+    budget: Budget | None = None
+    serving: Serving | None = None  # its twins are servers, measured under load
+
+    def parity_rule(self, pair: str) -> dict:
+        rule = self.parity_by_pair.get(pair, self.parity)
+        return rule.rule()
+
+
+def check(name: str, spec, pairs: list[str]) -> "RecipeSpec":
+    """The spec of recipes/<name>, checked against its pairs on disk; a CookbookError naming the field."""
+    where = f"recipes/{name}/__init__.py"
+    if not isinstance(spec, RecipeSpec):
+        raise CookbookError(f"{where}: RECIPE is not a common.spec.RecipeSpec")
+
+    def bad(what: str, why: str):
+        raise CookbookError(f"{where}: RECIPE.{what} {why}")
+
+    if not spec.title:
+        bad("title", "is empty")
+    if not isinstance(spec.parity, (LossParity, AnswerParity)):
+        bad("parity", "is neither LossParity nor AnswerParity")
+    if spec.main is not None and spec.main not in pairs:
+        bad("main", f"{spec.main!r} is none of its pairs ({', '.join(pairs)})")
+    if spec.main is None and len(pairs) > 1:
+        bad("main", f"is missing: it has {len(pairs)} pairs ({', '.join(pairs)})")
+    if spec.measure not in MEASURES:
+        bad("measure", f"{spec.measure!r} is none of {', '.join(MEASURES)}")
+    named = {"defaults": list(spec.defaults), "parity_by_pair": list(spec.parity_by_pair), "prime": list(spec.prime),
+             "sweep.pair": [spec.sweep.pair] if spec.sweep else [],
+             "budget.pair": [spec.budget.pair] if spec.budget else []}
+    for what, names in named.items():
+        for pair in names:
+            if pair not in pairs:
+                bad(what, f"names {pair!r}, none of its pairs ({', '.join(pairs)})")
+    for pair, modes in spec.defaults.items():
+        if not set(modes) <= set(MODES):
+            bad(f"defaults[{pair!r}]", f"has modes {sorted(set(modes) - set(MODES))}, not {', '.join(MODES)}")
+    if spec.sweep and not set(spec.sweep.values) <= set(MODES):
+        bad("sweep.values", f"has modes other than {', '.join(MODES)}")
+    return spec
