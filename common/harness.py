@@ -179,7 +179,7 @@ class Run:
         # pipelined (launch.Pipeline): ready while the process before runs, device work once it is done
         self._gate = gate.from_env() if self.world == 1 else None
         if self._gate is not None:
-            gate.prepare(self.device)
+            gate.prepare(self._gate, self.device)
             data.preload(workload, self.data)
             self.timeline.mark("ready")
             gate.wait(self._gate)
@@ -325,7 +325,7 @@ class Run:
     def write_oom(self, exc: BaseException) -> None:
         """Out of memory is a result: which batch size, at which stage, with the allocator's words."""
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        gate.release(self._gate)
+        gate.release(self._gate, self.device)
         result = self._result("oom")
         result.oom = Oom(batch_size=self.batch_size, stage=self.stage, message=message[:300])
         write_result(self.out, result)
@@ -349,7 +349,7 @@ class Run:
         serving = self._output_bytes is not None  # known only once it logged an answer
         if serving:  # no probe
             probe_losses = []
-        gpu = self._monitor.report()  # started with the timed steps, which finished
+        gpu = self._monitor.report(gate.siblings(self._gate))  # started with the timed steps, which finished
         result = self._result("ok")
         result.timing, result.memory = m.timing, m.memory
         if isinstance(m.evidence, UnreadTrace):
@@ -375,7 +375,7 @@ class Run:
             from common import distributed
 
             distributed.settle(result, self.device)
-        gate.release(self._gate)  # its device work is done: the next process may start its own
+        gate.release(self._gate, self.device)  # its device work is done: the next process may start its own
         self.timeline.mark("result")  # what it wrote beside the measurements: losses, stamp, monitor
         write_result(self.out, result)
         print(summary(result, self.out))

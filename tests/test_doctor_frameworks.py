@@ -241,7 +241,7 @@ def test_the_doctor_and_its_try_amp_on_a_lightning_script(tmp_path):
     assert phases["forward"]["median_ms"] > 0 and phases["backward"]["median_ms"] > 0
     tried = json.loads(next(tmp_path.glob("results/doctor/*/*/trials.json")).read_text())
     amp = next(t for t in tried["rows"] if t["fix"] == "amp")
-    assert "matmuls and convolutions per step in 16-bit" in amp["why"] and not amp["why"].startswith("0 of")
+    assert "matmuls and convolutions per step in bf16" in amp["why"] and not amp["why"].startswith("0 of")
     assert amp["parity"] and "no losses" not in amp["parity"] and tried["deterministic"] is not None
     print(tried["headline"])
 

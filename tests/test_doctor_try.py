@@ -194,25 +194,84 @@ def test_amp_on_a_simulated_t4_runs_fp16_with_a_loss_scale_that_skips_a_planted_
     assert "T4" in obs.result.env.profile.name and fixes.applies(fixes.FIXES["amp"], obs) is None  # tried there
 
 
-def test_a_step_whose_scaled_gradients_overflowed_updates_nothing_and_the_next_one_does(monkeypatch):
+def _scaled_run(monkeypatch, steps, *, optimizers=1, clip=False, given=False, overflow=None):
+    """The doctor's fp16 loss scale on a tiny model, driven as the observer drives it: each backward through
+    Fixes.before_backward, each step between before_step and after_step. The parameters' movement per step."""
     import torch
 
-    from common.measure.fixes import LossScale
+    from common.measure.loss_scale import LossScale
 
-    monkeypatch.setenv("COOKBOOK_FAULT", "overflow:1")
-    model = torch.nn.Linear(4, 1)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    if overflow:
+        monkeypatch.setenv("COOKBOOK_FAULT", f"overflow:{overflow}")
+    models = [torch.nn.Linear(4, 1, bias=False) for _ in range(optimizers)]
+    for m in models:
+        torch.nn.init.zeros_(m.weight)
+    opts = [torch.optim.SGD(m.parameters(), lr=1.0) for m in models]
     scale = LossScale("cpu")
-    before = model.weight.detach().clone()
-    for _ in range(2):
-        scale.scale(model(torch.ones(2, 4)).pow(2).mean()).backward()
-        scale.before_step(optimizer)
-        if scale.skipped == 1 and scale.steps == 0:
-            assert model.weight.grad is None  # dropped: the step skips every parameter
-        optimizer.step()
-        scale.after_step(optimizer)
-        optimizer.zero_grad()
-        if scale.steps == 1:
-            assert torch.equal(model.weight, before)
-    assert not torch.equal(model.weight, before)  # the second step, its gradients unscaled, updated
+    for _ in range(steps):
+        loss = sum(m(torch.ones(1, 4)).sum() for m in models)  # d loss / d w = 1 for every weight
+        if given:
+            torch.autograd.backward(loss, *(scale.scale(torch.ones(())),))
+        else:
+            scale.scale(loss).backward()
+        if clip:
+            for o in opts:
+                scale.unscale(o)  # as the wrapped clip_grad_norm_ does, before the step's own check
+        for o in opts:
+            scale.before_step(o, closure=False)
+            o.step()
+            scale.after_step(o)
+            o.zero_grad()
+    return [-m.weight.detach()[0, 0].item() for m in models], scale
+
+
+def test_a_step_whose_scaled_gradients_overflowed_updates_nothing_and_the_next_one_does(monkeypatch):
+    moved, scale = _scaled_run(monkeypatch, 2, overflow=1)
+    assert moved == [1.0]  # the first step dropped, the second moved by the true gradient
     assert scale.record().skipped == 1 and scale.record().last == 32768.0
+
+
+def test_two_optimizers_a_clip_and_given_gradients_are_each_unscaled_once_by_the_same_scale(monkeypatch):
+    moved, scale = _scaled_run(monkeypatch, 3, optimizers=2, clip=True)
+    assert moved == [3.0, 3.0] and scale.steps == 6 and not scale.refused
+    moved, _ = _scaled_run(monkeypatch, 2, given=True)
+    assert moved == [2.0]
+
+
+def test_the_loss_scale_refuses_what_it_cannot_scale_right_and_says_why():
+    import torch
+
+    from common.measure.fixes import Fixes
+
+    fixes = Fixes(["amp"])
+    fixes.install()
+    try:
+        model = torch.nn.Linear(4, 1)
+        fixes.built(torch.optim.SGD(model.parameters(), lr=0.1))
+        fixes.loss_scale = __import__("common.measure.loss_scale", fromlist=["LossScale"]).LossScale("cpu")
+        theirs = torch.amp.GradScaler("cpu")
+        loss = theirs.scale(model(torch.ones(1, 4)).sum())  # the script scales its own loss
+        (args, _) = fixes.before_backward((loss,), {})
+        assert args[0] is loss and fixes.loss_scale.refused == "the script scales its own loss (a GradScaler of its own)"
+    finally:
+        fixes.uninstall()
+    lbfgs_model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(lbfgs_model.parameters(), lr=0.1)
+    scale = __import__("common.measure.loss_scale", fromlist=["LossScale"]).LossScale("cpu")
+    scale.before_step(opt, closure=True)
+    for _ in range(2):  # LBFGS calls its closure more than once per step
+        scale.scale(lbfgs_model(torch.ones(1, 4)).sum()).backward()
+        scale.after_closure(opt)
+    assert "closure ran twice" in scale.refused and lbfgs_model.weight.grad is None  # that step updates nothing
+
+
+def test_on_a_t4_a_framework_whose_optimizer_is_its_own_gets_amp_not_applied_with_the_reason(monkeypatch):
+    import torch
+
+    from common.measure.fixes import Fixes
+
+    monkeypatch.setenv("COOKBOOK_DEVICE_PROFILE", "T4")
+    fixes = Fixes(["amp"])
+    model = torch.nn.Linear(4, 1)
+    assert fixes.before_model(model, (torch.ones(1, 4),)) is None and fixes._autocast is None
+    assert fixes.said["amp"].startswith("not applied: fp16 (this GPU has no bf16) needs a loss scale")

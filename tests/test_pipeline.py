@@ -152,3 +152,61 @@ def test_the_handoffs_are_the_gaps_between_device_spans_in_start_order():
             (101.0, {"setup": 0.1, "ready": 0.5, "gate": 2.1, "flop count": 4.0}),  # 103.1-105.0
             (104.0, {"setup": 0.1, "gate": 1.0, "timed": 2.0})]  # 105.0-106.0
     assert timeline.handoffs(runs) == [0.1, 0.0]
+
+
+def test_a_spare_core_is_a_whole_physical_core_apart_from_the_measured_ones(tmp_path, monkeypatch):
+    """cpu0's other hardware thread is cpu2, a measured one: cpu0 is not spare; cpu1's sibling cpu3 is
+    not measured either, so cpu1 is."""
+    for cpu, threads in {0: "0,2", 1: "1,3", 2: "0,2", 3: "1,3"}.items():
+        (tmp_path / f"cpu{cpu}" / "topology").mkdir(parents=True)
+        (tmp_path / f"cpu{cpu}" / "topology" / "thread_siblings_list").write_text(threads + "\n")
+    monkeypatch.setattr(env, "cpu_set", lambda: [0, 1, 2, 3])
+    assert pipeline.spare_cores([2, 3], tmp_path) == []
+    assert pipeline.spare_cores([2], tmp_path) == [1, 3]
+    assert pipeline.siblings(5, tmp_path) == {5}  # the system does not say: itself alone
+
+
+def test_a_gpu_that_takes_one_process_at_a_time_is_never_pipelined(monkeypatch):
+    import sys
+    import types
+
+    nvml = types.SimpleNamespace(nvmlInit=lambda: None, nvmlDeviceGetCount=lambda: 1,
+                                 nvmlDeviceGetHandleByIndex=lambda i: i, NVML_COMPUTEMODE_DEFAULT=0,
+                                 nvmlDeviceGetComputeMode=lambda h: 3)  # EXCLUSIVE_PROCESS
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setenv(env.ZYGOTE_ENV, "/tmp/socket")
+    monkeypatch.setattr(pipeline, "spare_cores", lambda cpus: [0])
+    assert "one process at a time" in pipeline.wanted([1], cuda=True)
+    nvml.nvmlDeviceGetComputeMode = lambda h: 0
+    assert pipeline.wanted([1], cuda=True) is None
+
+
+def test_a_pipelined_cold_start_counts_no_wait_and_its_siblings_are_no_other_process(tmp_path, monkeypatch):
+    from common.analysis import coldstart
+    from common.analysis.results import RunResult
+    from common.measure.gpu_monitor import GpuMonitor
+
+    r = RunResult.__new__(RunResult)
+    r.timeline = {"imports": 0.0, "setup": 0.1, "ready": 0.6, "gate": 5.6, "first step": 7.0}
+    assert coldstart.first_step_s(r) == pytest.approx(2.0)  # 7.0 less the 5 s it waited for the one before
+    g = env.Gate(wait=None, release=str(tmp_path / "2.done"), runner=os.getpid(), cpus=[])
+    (tmp_path / "1.pid").write_text("4242")
+    (tmp_path / "3.pid").write_text("4343")
+    monitor = GpuMonitor.__new__(GpuMonitor)
+    monitor.samples = [{"t": 0.0, "gpu_util": 90, "mem_util": 10, "mem_used_mb": 1000.0, "temp_c": 50, "power_w": 100,
+                        "power_limit_w": 300, "sm_clock_mhz": 1500, "mem_clock_mhz": 2000, "pstate": 0,
+                        "throttle_mask": 0, "other_pids": [4242, 4343, 5000]}]
+    monitor.notice = None
+    said = monitor.report(gate.siblings(g))
+    assert said.other_pids == [5000] and said.warnings == ["other processes on the GPU during the run: pid 5000"]
+
+
+def test_the_gate_opens_only_once_the_cuda_allocators_cache_is_given_back(tmp_path, monkeypatch):
+    import torch
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append("synchronize"))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+    g = env.Gate(wait=None, release=str(tmp_path / "1.done"), runner=os.getpid(), cpus=[])
+    gate.release(g, torch.device("cuda", 0))
+    assert calls == ["synchronize", "empty_cache"] and (tmp_path / "1.done").exists()

@@ -21,8 +21,13 @@ CASES = {(1, 1): "pays after", (1, 0): "pays after", (0, 1): "pays after",
 
 
 def first_step_s(r: RunResult) -> float | None:
-    """Seconds from the process's start to the end of its first step (None: no warm-up step ran)."""
-    return (r.timeline or {}).get("first step")
+    """Seconds from the process's start to the end of its first step (None: no warm-up step ran), less a
+    pipelined process's wait at its gate (common.measure.gate): the process before it ran meanwhile."""
+    marks = r.timeline or {}
+    first = marks.get("first step")
+    if first is None:
+        return None
+    return first - (marks["gate"] - marks["ready"] if "gate" in marks and "ready" in marks else 0.0)
 
 
 def one_time_s(t: Timing) -> float:

@@ -147,6 +147,8 @@ def took_effect(fix: Fix, obs: Observation) -> tuple[bool, str]:
         said = f"{low:.0f} of {total:.0f} matmuls and convolutions per step in {dtype}"
         if (ls := obs.loss_scaling) is None:
             return low > 0, said
+        if ls.refused:
+            return False, f"{said}; but its loss scale stopped: {ls.refused}"
         scaled = ls.steps > ls.skipped  # the scale ran: steps checked, and not every one of them dropped
         return low > 0 and scaled, (f"{said}; its loss scale {ls.first:g} -> {ls.last:g} over {ls.steps} steps, "
                                     f"{ls.skipped} skipped on overflow")

@@ -954,6 +954,7 @@ class LossScaling(Record):
     last: float  # the scale after the script's last step
     steps: int  # optimizer steps it checked
     skipped: int  # of them, those whose gradients overflowed: they updated nothing
+    refused: str | None = optional()  # why it stopped scaling (the script's own GradScaler, fp16 parameters...)
 
 
 @dataclass

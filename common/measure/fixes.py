@@ -9,9 +9,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from common.analysis import fixes as catalog
-from common.analysis.results import LossScaling
 from common.measure import device as device_profile
-from common.measure import faults, tf32
+from common.measure import tf32
+from common.measure.loss_scale import LossScale, wrap_clips, wrap_script_scaler
 
 
 def loader_workers() -> int:
@@ -39,52 +39,6 @@ def _channels_last(x):
     return x
 
 
-class LossScale:
-    """fp16's dynamic loss scaling from outside the script, as Accelerate wraps a user's optimizer: torch's
-    own GradScaler, its calls put where the script's backward and optimizer step already run. The loss is
-    scaled at each backward; before each step (or before a clip_grad_norm_ the script calls, which must
-    see true gradients) the gradients are unscaled and checked; a step whose gradients overflowed updates
-    nothing (its gradients dropped, so the optimizer skips every parameter, as GradScaler.step skips the
-    step); the scale is updated after it."""
-
-    def __init__(self, device_type: str):
-        self.scaler = torch.amp.GradScaler(device_type)
-        self.first = self.scaler.get_scale()  # its initial scale, a float until the first backward
-        self.unscaled = set()  # ids of the optimizers whose gradients are unscaled since the last update
-        self.backwards = self.steps = self.skipped = 0
-        self.overflow_at = faults.overflow_at()
-
-    def scale(self, loss):
-        self.backwards += 1
-        scaled = self.scaler.scale(loss)
-        return scaled * float("inf") if self.backwards == self.overflow_at else scaled
-
-    def unscale(self, optimizer) -> None:
-        if self.scaler._scale is not None and id(optimizer) not in self.unscaled:
-            self.scaler.unscale_(optimizer)
-            self.unscaled.add(id(optimizer))
-
-    def before_step(self, optimizer) -> None:
-        if self.scaler._scale is None:  # no backward scaled yet (one inside the step's closure): nothing to check
-            return
-        self.unscale(optimizer)
-        found = self.scaler._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
-        if sum(v.item() for v in found.values()):  # note: a sync, as GradScaler.step's own
-            for group in optimizer.param_groups:
-                for p in group["params"]:
-                    p.grad = None
-            self.skipped += 1
-
-    def after_step(self, optimizer) -> None:
-        if id(optimizer) in self.unscaled:
-            self.steps += 1
-            self.scaler.update()
-            self.unscaled.clear()
-
-    def record(self) -> LossScaling:
-        return LossScaling(first=self.first, last=self.scaler.get_scale(), steps=self.steps, skipped=self.skipped)
-
-
 class Fixes:
     """The fixes asked for, installed before the script runs and removed after it."""
 
@@ -100,6 +54,7 @@ class Fixes:
         self._stepped = set()  # ids of the optimizers already changed (fused, zero_lr)
         self.optimizers = []  # every torch.optim optimizer the script built (a clip unscales their gradients)
         self.loss_scale = None  # LossScale, once the amp fix autocasts to fp16
+        self._amp = None  # (device type, dtype) of the amp fix's autocast, from the first model call
         self.force_set_to_none = "set_to_none" in self.names
 
     def on(self, name: str) -> bool:
@@ -114,8 +69,8 @@ class Fixes:
             self.said["cudnn_benchmark"] = "applied"
         if self.on("workers"):
             self._wrap_loader()
-        if self.on("amp"):
-            self._wrap_clips()
+        if self.on("amp"):  # where it runs in fp16: the script's clips see true gradients, its own scaler wins
+            self._patched += wrap_clips(self) + wrap_script_scaler(self)
 
     def uninstall(self) -> None:
         for owner, name, real in self._patched:
@@ -142,21 +97,6 @@ class Fixes:
         DataLoader.__init__ = init
         self._patched.append((DataLoader, "__init__", real))
 
-    def _wrap_clips(self) -> None:
-        """A gradient clip sees the gradients unscaled, as GradScaler's recipe has the script call unscale_ first."""
-        fixes = self
-        for name in ("clip_grad_norm_", "clip_grad_value_"):
-            real = getattr(torch.nn.utils, name)
-
-            def clip(*a, _real=real, **k):
-                if fixes.loss_scale is not None:
-                    for optimizer in fixes.optimizers:
-                        fixes.loss_scale.unscale(optimizer)
-                return _real(*a, **k)
-
-            setattr(torch.nn.utils, name, clip)
-            self._patched.append((torch.nn.utils, name, real))
-
     # --- called by the observer's hooks ---------------------------------------------------------------
     def built(self, optimizer) -> None:
         self.optimizers.append(optimizer)
@@ -165,12 +105,17 @@ class Fixes:
         """torch.autograd.backward's arguments, the loss scaled where fp16's loss scaling is on."""
         if self.loss_scale is None:
             return args, kwargs
-        given = args[1] if len(args) > 1 else kwargs.get("grad_tensors")
-        if given is not None:  # a backward of given gradients: not a loss's; left as the script wrote it
-            return args, kwargs
+        if len(args) > 1 and args[1] is not None:  # given gradients: scaled instead of the loss, the same thing
+            return (args[0], self.loss_scale.scale(args[1]), *args[2:]), kwargs
+        if kwargs.get("grad_tensors") is not None:
+            return args, {**kwargs, "grad_tensors": self.loss_scale.scale(kwargs["grad_tensors"])}
         if args:
             return (self.loss_scale.scale(args[0]), *args[1:]), kwargs
         return args, {**kwargs, "tensors": self.loss_scale.scale(kwargs["tensors"])}
+
+    def after_closure(self, optimizer) -> None:
+        if self.loss_scale is not None:
+            self.loss_scale.after_closure(optimizer)
 
     def after_step(self, optimizer) -> None:
         if self.loss_scale is not None:
@@ -190,15 +135,28 @@ class Fixes:
                 module.to(memory_format=torch.channels_last)
             self.said["channels_last"] = "applied"
             inputs = tuple(_channels_last(x) for x in inputs)
-        if self.on("amp"):
+        if self.on("amp") and self._amp_ready(module):
+            self._autocast = torch.autocast(*self._amp)
+            self._autocast.__enter__()
+        return inputs if self.on("channels_last") else None
+
+    def _amp_ready(self, module) -> bool:
+        """Whether the amp fix autocasts this call: bf16 where the device has it; fp16 (a T4) only with a loss
+        scale, which needs a torch.optim optimizer to check the gradients before (fastai's and Keras's own
+        optimizers cannot be)."""
+        if self._amp is None:
             device = next(module.parameters()).device
             profile = device_profile.profile(device)
-            if profile.grad_scaler and self.loss_scale is None:  # fp16 (a T4): its narrow range needs a loss scale
+            self._amp = (device.type, device_profile.amp_dtype(profile))
+            if profile.grad_scaler:  # fp16: its narrow range needs a loss scale
+                if not self.optimizers:
+                    self.said["amp"] = ("not applied: fp16 (this GPU has no bf16) needs a loss scale checked before "
+                                        "each optimizer step, and the script built no torch.optim optimizer")
+                    self._amp = ()
+                    return False
                 self.loss_scale = LossScale(device.type)
-            self._autocast = torch.autocast(device.type, dtype=device_profile.amp_dtype(profile))
-            self._autocast.__enter__()
             self.said["amp"] = "applied"
-        return inputs if self.on("channels_last") else None
+        return bool(self._amp)
 
     def after_model(self, module: torch.nn.Module, output):
         """A top-level model's call returned: a new output, or None to keep it."""
@@ -208,11 +166,12 @@ class Fixes:
         self._autocast = None
         return _cast_float(output)
 
-    def before_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """An optimizer is about to step: the first time, its groups change (fused or foreach, or the
-        test's zeroed learning rate), before any state exists."""
+    def before_step(self, optimizer: torch.optim.Optimizer, closure: bool = False) -> None:
+        """An optimizer is about to step (closure: its backward runs inside the step): the loss scale's
+        check; the first time, its groups change (fused or foreach, or the test's zeroed learning rate),
+        before any state exists."""
         if self.loss_scale is not None:
-            self.loss_scale.before_step(optimizer)
+            self.loss_scale.before_step(optimizer, closure)
         if id(optimizer) in self._stepped:
             return
         self._stepped.add(id(optimizer))

@@ -20,9 +20,13 @@ POLL_S = 0.005  # how often a waiting process looks at its gate: well under the 
 RUNNER_POLL_S = 1.0  # how often it checks that its runner still lives (a killed runner opens no gate)
 
 
-def prepare(device) -> None:
+def prepare(gate: Gate, device) -> None:
     """What costs seconds and needs no device work: the CUDA context (a synchronize on an idle device
-    creates it and runs nothing)."""
+    creates it and runs nothing). Its pid is written first, for the others' GPU monitors (siblings)."""
+    try:
+        Path(gate.release).with_suffix(".pid").write_text(str(os.getpid()))
+    except OSError:
+        pass
     if device.type == "cuda":
         import torch
 
@@ -30,8 +34,25 @@ def prepare(device) -> None:
 
 
 def from_env() -> Gate | None:
-    """This process's gate, or None where it was started without one (a process on its own)."""
-    return env.gate()
+    """This process's gate, or None where it was started without one (a process on its own); taken out
+    of the environment, so that what the process starts is not gated too."""
+    found = env.gate()
+    os.environ.pop(env.GATE_ENV, None)
+    return found
+
+
+def siblings(gate: Gate | None) -> set[int]:
+    """The pids of the pipeline's processes (each writes its own beside its gate): the one before it, still
+    exiting, and the next, preparing, hold a CUDA context of their own during this one's steps, idle."""
+    if gate is None:
+        return set()
+    found = set()
+    for path in Path(gate.release).parent.glob("*.pid"):
+        try:
+            found.add(int(path.read_text()))
+        except (OSError, ValueError):
+            pass
+    return found - {os.getpid()}
 
 
 def wait(gate: Gate, clock=time.monotonic, sleep=time.sleep) -> float:
@@ -47,9 +68,16 @@ def wait(gate: Gate, clock=time.monotonic, sleep=time.sleep) -> float:
     return clock() - t0
 
 
-def release(gate: Gate | None) -> None:
-    """This process's device work is done: the next one may start its own."""
+def release(gate: Gate | None, device=None) -> None:
+    """This process's device work is done: the next one may start its own, with the memory this one's
+    allocator cached given back first (the next one's batch may need it: a T4 holds 16 GB; cuDNN picks
+    its algorithms by the memory free)."""
     if gate is not None:
+        if device is not None and device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(device)
+            torch.cuda.empty_cache()
         try:
             Path(gate.release).touch()
         except OSError:
@@ -61,15 +89,20 @@ def pin(cpus: list[int]) -> None:
     from here on inherit them (a DataLoader's workers)."""
     if not cpus or not hasattr(os, "sched_setaffinity"):
         return
-    try:
-        threads = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        threads = [0]
-    for tid in threads:
+    done = set()
+    while True:  # again until no thread is new: one may start while the others move
         try:
-            os.sched_setaffinity(tid, cpus)
+            threads = {int(t) for t in os.listdir("/proc/self/task")} - done
         except OSError:
-            pass  # a thread that ended meanwhile
+            threads = {0} - done
+        if not threads:
+            return
+        for tid in threads:
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except ProcessLookupError:
+                pass  # a thread that ended meanwhile
+        done |= threads
 
 
 def _alive(pid: int) -> bool:

@@ -121,8 +121,9 @@ class GpuMonitor:
                 pass
         return False
 
-    def report(self) -> GpuReport:
-        """What the samples show, and the warnings they call for."""
+    def report(self, siblings: set[int] = frozenset()) -> GpuReport:
+        """What the samples show, and the warnings they call for; siblings: the pids of this process's
+        pipeline (common.measure.gate), idle during its steps, never another process's work."""
         if not self.samples:
             return GpuReport(available=False, notice=self.notice)
         s = self.samples
@@ -131,7 +132,7 @@ class GpuMonitor:
         mask = 0
         for m in pick("throttle_mask"):
             mask |= m
-        others = sorted({pid for x in s for pid in x["other_pids"]})
+        others = sorted({pid for x in s for pid in x["other_pids"]} - set(siblings))
         warnings = []
         if throttle_names(mask):
             warnings.append("GPU throttled during the run: " + ", ".join(throttle_names(mask)))

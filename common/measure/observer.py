@@ -318,7 +318,7 @@ class Observer:
     def _optimizer_pre(self, optimizer, args, kwargs):
         if self.pid != os.getpid() or self.busy:
             return
-        self.fixes.before_step(optimizer)
+        self.fixes.before_step(optimizer, closure=callable(args[1] if len(args) > 1 else kwargs.get("closure")))
         self.optimizer_objects.setdefault(id(optimizer), optimizer)
         name = self.optimizers.setdefault(id(optimizer), f"{type(optimizer).__name__}" + (
             f" #{len(self.optimizers) + 1}" if self.optimizers else ""))
@@ -345,6 +345,7 @@ class Observer:
                 result = closure(*a, **k)  # if it raises, the step does too and its post-hook never runs:
             self._enter("optimizer")  # so the step is re-entered on a normal return only
             self.busy += 1
+            self.fixes.after_closure(args[0])  # its gradients exist now: the loss scale's check
             return result
 
         return ((args[0], outside, *args[2:]), kwargs) if in_args else (args, {**kwargs, "closure": outside})

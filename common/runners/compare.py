@@ -243,7 +243,7 @@ def start_variant(plan: Plan, workload, variant, round_no, read=RunResult, slot=
 def pipelined(plan: Plan, workload) -> pipeline.Pipeline | None:
     """The rounds' children pipelined where that costs their measurement nothing (common.runners.pipeline):
     not a cold start's fresh interpreters, not torchrun's ranks, not without a core to spare."""
-    if plan.fresh or plan.nproc or plan.machines or pipeline.wanted(plan.cpus):
+    if plan.fresh or plan.nproc or plan.machines or pipeline.wanted(plan.cpus, plan.cuda):
         return None
     return pipeline.Pipeline(lambda v, n, slot: start_variant(plan, workload, v, n, slot=slot), plan.cpus)
 

@@ -26,20 +26,52 @@ class Slot:
     cores: list[int]
 
 
-def spare_cores(cpus) -> list[int]:
-    """The cores this runner may use that the measured children do not."""
-    return sorted(set(env.cpu_set()) - set(cpus or env.cpu_set()))
+def siblings(cpu: int, topology: Path = Path("/sys/devices/system/cpu")) -> set[int]:
+    """The hardware threads of cpu's physical core, itself included (itself alone where the system does not say)."""
+    try:
+        said = (topology / f"cpu{cpu}" / "topology" / "thread_siblings_list").read_text().strip()
+        return {c for part in said.split(",") for c in _span(part)} | {cpu}
+    except (OSError, ValueError):
+        return {cpu}
 
 
-def wanted(cpus) -> str | None:
+def _span(part: str) -> range:
+    a, _, b = part.partition("-")
+    return range(int(a), int(b or a) + 1)
+
+
+def spare_cores(cpus, topology: Path = Path("/sys/devices/system/cpu")) -> list[int]:
+    """The cores this runner may use that the measured children do not, whole physical cores only: a
+    preparing process on a measured core's other hardware thread would slow that core's work."""
+    measured = set(cpus or env.cpu_set())
+    return sorted(c for c in set(env.cpu_set()) - measured if not siblings(c, topology) & measured)
+
+
+def exclusive_gpu() -> str | None:
+    """Why the GPU takes one process at a time (NVML's compute mode other than Default: a cluster's
+    EXCLUSIVE_PROCESS), where a preparing process could not create its context; None where it may."""
+    try:
+        import pynvml as nvml
+
+        nvml.nvmlInit()
+        modes = {nvml.nvmlDeviceGetComputeMode(nvml.nvmlDeviceGetHandleByIndex(i))
+                 for i in range(nvml.nvmlDeviceGetCount())}
+    except Exception:  # no NVML: a CPU run, or a driver that does not say
+        return None
+    if modes - {nvml.NVML_COMPUTEMODE_DEFAULT}:
+        return "the GPU's compute mode takes one process at a time (nvidia-smi -c)"
+    return None
+
+
+def wanted(cpus, cuda: bool = False) -> str | None:
     """Why the children cannot be pipelined here, or None where they can."""
     if os.environ.get(env.PIPELINE_ENV) == "0":
         return f"{env.PIPELINE_ENV}=0"
     if not os.environ.get(env.ZYGOTE_ENV):
         return "each child starts as a fresh interpreter"
     if not spare_cores(cpus):
-        return "no core to spare: the children use all of this machine's"
-    return None
+        return "no core to spare: the children use all of this machine's (or their cores' other threads)"
+    return exclusive_gpu() if cuda else None
 
 
 class Pipeline:
