@@ -242,22 +242,24 @@ def test_the_loss_scale_refuses_what_it_cannot_scale_right_and_says_why():
     import torch
 
     from common.measure.fixes import Fixes
+    from common.measure.loss_scale import LossScale
 
     fixes = Fixes(["amp"])
     fixes.install()
     try:
         model = torch.nn.Linear(4, 1)
         fixes.built(torch.optim.SGD(model.parameters(), lr=0.1))
-        fixes.loss_scale = __import__("common.measure.loss_scale", fromlist=["LossScale"]).LossScale("cpu")
+        fixes.loss_scale = LossScale("cpu")
         theirs = torch.amp.GradScaler("cpu")
         loss = theirs.scale(model(torch.ones(1, 4)).sum())  # the script scales its own loss
         (args, _) = fixes.before_backward((loss,), {})
-        assert args[0] is loss and fixes.loss_scale.refused == "the script scales its own loss (a GradScaler of its own)"
+        assert args[0] is loss  # not scaled a second time
+        assert fixes.loss_scale.refused == "the script scales its own loss (a GradScaler of its own)"
     finally:
         fixes.uninstall()
     lbfgs_model = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(lbfgs_model.parameters(), lr=0.1)
-    scale = __import__("common.measure.loss_scale", fromlist=["LossScale"]).LossScale("cpu")
+    scale = LossScale("cpu")
     scale.before_step(opt, closure=True)
     for _ in range(2):  # LBFGS calls its closure more than once per step
         scale.scale(lbfgs_model(torch.ones(1, 4)).sum()).backward()
