@@ -365,3 +365,16 @@ def test_a_script_with_a_torch_optimizer_still_steps_at_it_not_at_each_backward(
     """Gradient accumulation: two backwards per optimizer step; the step is the optimizer's."""
     obs = _observe(tmp_path, PLAIN / "accumulation.py")
     assert obs["step"] == "optimizer"
+
+
+def test_a_pytorch_geometric_gnn_and_a_skorch_estimator_are_read_with_no_flag(tmp_path):
+    """PyG's DataLoader (a torch DataLoader collating graphs into one Batch) and skorch's fit, which builds the
+    DataLoader and the torch.optim optimizer itself: a step at each optimizer step, their loaders read."""
+    (tmp_path / "pyg").mkdir()
+    (tmp_path / "skorch").mkdir()
+    gnn = _observe(tmp_path / "pyg", FRAMEWORKS / "pyg_gcn.py")
+    assert gnn["step"] == "optimizer" and gnn["models"][0] == "GCN"
+    assert [(ld["batch_size"], ld["num_workers"]) for ld in gnn["loaders"]] == [(32, 0)]
+    net = _observe(tmp_path / "skorch", FRAMEWORKS / "skorch_net.py")
+    assert net["step"] == "optimizer" and net["optimizers"] == ["Adam"] and net["models"][0] == "MLP"
+    assert net["loaders"][0]["batch_size"] == 32 and net["result"]["config"]["batch_size"] == 32
