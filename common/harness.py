@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from common import catalog, cli, data, env, presets, startup
 from common.analysis.results import (
@@ -113,6 +112,7 @@ class Run:
     """One run of a script: its settings, its stages over the script's batches, its result."""
 
     _simulated_dropout = None  # a simulated GPU's dropout on a CPU (dropout.DtypeMasks), entered until close()
+    _planted = None  # the tests' faults (faults.Planted), removed by close()
 
     batch_size, steps, warmup = _from_config("batch_size"), _from_config("steps"), _from_config("warmup")
     image_size, seed, data = _from_config("image_size"), _from_config("seed"), _from_config("data")
@@ -157,10 +157,7 @@ class Run:
         self._hooks = None
         self._optimizers = trainstate.Stepped()  # what the learning probe saves and puts back
         self._skips = trainstate.ScalerSkips(lambda: len(self._losses))  # steps a GradScaler skipped
-        # a planted broken twin for the tests (faults.frozen): its steps update nothing
-        self._frozen = (register_optimizer_step_pre_hook(faults.freeze)
-                        if faults.frozen(variant, self.pair, workload) else None)
-        self._wrong_answers = faults.wrong_answers(variant, self.pair, workload)  # a planted broken serving twin
+        self._planted = faults.plant(variant, self.pair, workload, lambda: self.stage)  # the tests' (COOKBOOK_FAULT)
         self.memory_cap_gb = None  # set when --memory-budget-gb capped the allocator (CUDA)
         self._t_start = time.perf_counter()
         if args.memory_snapshot and self.device.type != "cuda":
@@ -231,8 +228,8 @@ class Run:
         step pays a small copy, not a reduction."""
         if self._output_bytes is None:
             self._output_bytes = output.nelement() * output.element_size()  # what goes back to the caller
-        if self._wrong_answers is not None:
-            output = self._wrong_answers(output)
+        if self._planted is not None:
+            output = self._planted.answer(output)
         self._losses.append(output.detach().clone())
 
     def loop(self, batches):
@@ -241,12 +238,8 @@ class Run:
             yield from self._plain(batches)
             return
         source = stream = iter(batches)
-        if (pace := faults.pace(self.variant)) is not None:
-            stream = faults.paced(stream, pace)
-        if (pattern := faults.waits(self.variant)) is not None:
-            stream = faults.waiting(stream, pattern)
-        if fault := faults.planned(self.variant, self.pair, self.workload):
-            stream = faults.wrap(stream, fault, armed=lambda: self.stage == "timed steps")
+        if self._planted is not None:
+            stream = self._planted.stream(stream)
         feed = self._feed = stages.Feed(stream, self._phases)
         cfg, phases, m, mark = self.config, self._phases, self._measured, self.timeline.mark
         mark("model")  # what the script built before its loop: the model, its optimizer, the batches
@@ -386,8 +379,8 @@ class Run:
         """Restore the process hooks start() installed."""
         self._optimizers.close()
         self._skips.close()
-        if self._frozen is not None:
-            self._frozen.remove()
+        if self._planted is not None:
+            self._planted.close()
         if self._simulated_dropout is not None:
             self._simulated_dropout.__exit__(None, None, None)
             self._simulated_dropout = None

@@ -146,3 +146,38 @@ def paced(batches, factor: float):
         handed = time.perf_counter()
         yield batch
         time.sleep(max(0.0, factor - 1) * (time.perf_counter() - handed))
+
+
+class Planted:
+    """What COOKBOOK_FAULT plants in one harness run, from outside its code: the batch stream wrapped
+    (pace, waits, an injected oom or crash at the first timed step), a frozen twin's optimizer hook, a
+    broken serving twin's answers. `stage()` says the run's stage (the crash waits for the timed steps)."""
+
+    def __init__(self, variant: str, pair: str, workload: str, stage):
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        self.variant, self.pair, self.workload, self.stage = variant, pair, workload, stage
+        self.hook = register_optimizer_step_pre_hook(freeze) if frozen(variant, pair, workload) else None
+        self.answers = wrong_answers(variant, pair, workload)
+
+    def stream(self, batches):
+        if (factor := pace(self.variant)) is not None:
+            batches = paced(batches, factor)
+        if (pattern := waits(self.variant)) is not None:
+            batches = waiting(batches, pattern)
+        if kind := planned(self.variant, self.pair, self.workload):
+            batches = wrap(batches, kind, armed=lambda: self.stage() == "timed steps")
+        return batches
+
+    def answer(self, output):
+        return self.answers(output) if self.answers is not None else output
+
+    def close(self) -> None:
+        if self.hook is not None:
+            self.hook.remove()
+            self.hook = None
+
+
+def plant(variant: str, pair: str, workload: str, stage) -> Planted | None:
+    """The faults planted for this run, where COOKBOOK_FAULT names any; else None (a user's run)."""
+    return Planted(variant, pair, workload, stage) if os.environ.get(ENV) else None
