@@ -11,6 +11,10 @@ from common.errors import CookbookError
 
 MEASURES = ("step", "first step")  # what a headline speedup is of
 MODES = ("cuda", "cpu", "smoke")
+GOAL_CLASSES = ("H100", "T4")  # the GPU classes with goals (common.analysis.goals: where each class's come from)
+GOAL_KEYS = ("min_speedup", "max_slowdown", "lower_memory", "max_memory_share")
+# the costs the diagnosis measures (common.analysis.diagnosis), which recipes cure
+COSTS = ("data loading", "host syncs", "launch overhead", "GPU compute", "CPU compute")
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,9 @@ class RecipeSpec:
     memory_snapshot: bool = False  # each twin's allocator history over its profiled steps (CUDA)
     budget: Budget | None = None
     serving: Serving | None = None  # its twins are servers, measured under load
+    goals: dict = field(default_factory=dict)  # GPU class -> pair -> goal (GOAL_KEYS), judged from the interval
+    cures: dict = field(default_factory=dict)  # a cost it cures (COSTS) -> its place among their recipes, 1 first
+    host_fix: int | None = None  # its place among the fixes a host-bound step's report names, 1 first
 
     def parity_rule(self, pair: str) -> dict:
         rule = self.parity_by_pair.get(pair, self.parity)
@@ -118,6 +125,17 @@ def check(name: str, spec, pairs: list[str]) -> "RecipeSpec":
     for pair, modes in spec.defaults.items():
         if not set(modes) <= set(MODES):
             bad(f"defaults[{pair!r}]", f"has modes {sorted(set(modes) - set(MODES))}, not {', '.join(MODES)}")
+    for cls, table in spec.goals.items():
+        if cls not in GOAL_CLASSES:
+            bad("goals", f"names the GPU class {cls!r}, none of {', '.join(GOAL_CLASSES)}")
+        for pair, goal in table.items():
+            if pair not in pairs:
+                bad(f"goals[{cls!r}]", f"names {pair!r}, none of its pairs ({', '.join(pairs)})")
+            if not goal or not set(goal) <= set(GOAL_KEYS):
+                bad(f"goals[{cls!r}][{pair!r}]", f"has keys {sorted(set(goal) - set(GOAL_KEYS))}, "
+                                                f"not {', '.join(GOAL_KEYS)}")
+    if not set(spec.cures) <= set(COSTS):
+        bad("cures", f"names {sorted(set(spec.cures) - set(COSTS))}, none of {', '.join(COSTS)}")
     if spec.sweep and not set(spec.sweep.values) <= set(MODES):
         bad("sweep.values", f"has modes other than {', '.join(MODES)}")
     return spec

@@ -26,6 +26,9 @@ def test_every_recipe_exports_a_spec_that_checks():
     ({"sweep": spec.Sweep(pair="gpt", flag="--batch-size", knob="batch", values={})},
      "RECIPE.sweep.pair names 'gpt', none of its pairs"),
     ({"parity": {"rtol": 0.1}}, "RECIPE.parity is neither LossParity nor AnswerParity"),
+    ({"goals": {"A100": {}}}, "RECIPE.goals names the GPU class 'A100', none of H100, T4"),
+    ({"goals": {"T4": {"resnet18": {"min_speed": 2}}}}, "RECIPE.goals['T4']['resnet18'] has keys ['min_speed']"),
+    ({"cures": {"disk": 1}}, "RECIPE.cures names ['disk']"),
 ])
 def test_a_wrong_field_is_one_line_naming_the_recipe_and_the_field(change, words):
     import dataclasses
@@ -45,3 +48,13 @@ def test_no_runner_reads_a_recipe_module_by_name():
             if re.search(r"getattr\((settings|catalog\.settings)|catalog\.settings\(|script_settings", text):
                 found.append(str(path.relative_to(REPO)))
     assert found == []
+
+
+def test_the_tables_a_technique_appears_in_are_read_from_its_spec():
+    """The goals, the diagnosis's cures and the host-bound fixes: one place each, the recipes' specs."""
+    from common.analysis import diagnosis, goals
+    from common.render import report
+
+    assert goals.goal_of("amp", "resnet18", "T4") == catalog.spec("amp").goals["T4"]["resnet18"]
+    assert diagnosis.RECIPES["launch overhead"] == ["cuda_graphs", "compile", "fused_ops"]
+    assert report.HOST_FIXES == ("cuda_graphs", "compile", "fused_ops", "folded_ops", "set_to_none")

@@ -1,17 +1,23 @@
 """The seed's four-phase diagnosis read from one result of a harness script run with --phase-timing:
 each suspect's measured cost as a share of the step, ranked, the largest one the verdict."""
+from common import catalog
 from common.analysis import metrics
 from common.analysis.aggregate import aggregate
 from common.analysis.results import Baseline, Bottleneck, Component, Diagnosis, DiagnosisOps, Finding, RunResult
 
 SYNC_MIN = 1.0  # host syncs per step inside the loop worth a finding, whatever they cost
-RECIPES = {
-    "data loading": ["dataloader"],
-    "host syncs": ["sync_removal"],
-    "launch overhead": ["cuda_graphs", "compile", "fused_ops"],
-    "GPU compute": ["amp", "channels_last", "compile"],
-    "CPU compute": ["compile", "fused_ops"],
-}
+
+
+def cures() -> dict[str, list[str]]:
+    """Each cost's recipes, in the order their specs place them (common.spec: cures)."""
+    found = {}
+    for recipe in catalog.available():
+        for cost, place in catalog.spec(recipe).cures.items():
+            found.setdefault(cost, []).append((place, recipe))
+    return {cost: [r for _, r in sorted(places)] for cost, places in found.items()}
+
+
+RECIPES = cures()
 
 
 def _share(part, whole):

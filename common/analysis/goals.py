@@ -1,5 +1,5 @@
-"""The goals set for the recipes' pairs, one table per GPU class, judged from a comparison as a
-performance engineer would: met only when the speedup's whole 95% interval clears the goal, missed
+"""The goals set for the recipes' pairs (in each recipe's spec), one table per GPU class, judged from a
+comparison as a performance engineer would: met only when the speedup's whole 95% interval clears the goal, missed
 only when the whole interval falls short, else undecided. A report states the goal of the GPU class
 it ran on, or that none is set there; a CPU run judges nothing: the goals are GPU goals.
 
@@ -8,34 +8,18 @@ it ran on, or that none is set there; a CPU run judges nothing: the goals are GP
 """
 import re
 
+from common import catalog
 from common.analysis.results import WorkloadComparison
+from common.spec import GOAL_CLASSES
 
-# (recipe, pair) -> goal, per GPU class. Each class's table says where its figures come from.
-TABLES = {
-    # this version's goals, set against the plain-PyTorch reference points of the first H100 run
-    # (reports/archive/h100-2026-11-22/)
-    "H100": {
-        ("amp", "resnet18"): {"min_speedup": 1.4, "lower_memory": True},
-        ("checkpointing", "resnet18"): {"max_slowdown": 1.35, "max_memory_share": 0.60},
-        ("compile", "resnet18"): {"min_speedup": 1.5},
-        ("compile", "churn_serving"): {"min_speedup": 1.8},
-        # the ResNet-18 lab's "1.1-1.4x additional speedup from torch.compile" (default mode), its floor
-        ("compile", "resnet18_fusion"): {"min_speedup": 1.1},
-        ("cuda_graphs", "churn"): {"min_speedup": 3.0},
-        ("dataloader", "resnet18"): {"min_speedup": 4.0},
-        ("sync_removal", "resnet18"): {"min_speedup": 1.2},
-    },
-    # the ResNet-18 lab's "Expected results" (the seeds' Week 13 lab, run on "Google Colab or Kaggle":
-    # a T4), each the floor of the range it quotes; the churn exercise (also a T4) quotes no figure
-    "T4": {
-        ("dataloader", "resnet18"): {"min_speedup": 1.3},  # "1.3-1.8x speedup from optimized data loading"
-        # "1.5-2.5x speedup, 30-40% memory reduction"
-        ("amp", "resnet18"): {"min_speedup": 1.5, "max_memory_share": 0.70},
-        # "30-50% memory reduction, 10-20% slower training"
-        ("checkpointing", "resnet18"): {"max_slowdown": 1.2, "max_memory_share": 0.70},
-        ("compile", "resnet18_fusion"): {"min_speedup": 1.1},  # "1.1-1.4x additional speedup from torch.compile"
-    },
-}
+
+def tables() -> dict[str, dict[tuple[str, str], dict]]:
+    """Each GPU class's goals by (recipe, pair), as the recipes' specs set them (common.spec: goals)."""
+    return {cls: {(recipe, pair): goal for recipe in catalog.available()
+                  for pair, goal in catalog.spec(recipe).goals.get(cls, {}).items()} for cls in GOAL_CLASSES}
+
+
+TABLES = tables()
 SOURCES = {"H100": "this version's goals, against the first H100 run's reference points",
            "T4": "the ResNet-18 lab's expected results, on Colab or Kaggle"}
 NAMES = {"H100": "an H100", "T4": "a T4"}

@@ -258,7 +258,9 @@ def opening(entry: WorkloadComparison, keys=(), cpu=False) -> str:
 
 HOST_BOUND_IDLE = 0.5  # a slow twin whose GPU idles this much of its steps is host-bound ...
 DATA_BOUND = 0.3  # ... unless it waits this much of the step for data: then it is data-bound
-HOST_FIXES = ("cuda_graphs", "compile", "fused_ops", "folded_ops", "set_to_none")
+# what cuts a host-bound step's host work, in the order the report names them (common.spec: host_fix)
+HOST_FIXES = tuple(r for _, r in sorted((catalog.spec(r).host_fix, r) for r in catalog.available()
+                                        if catalog.spec(r).host_fix is not None))
 
 
 def host_bound(v: VariantAggregate) -> bool:

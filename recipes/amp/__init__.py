@@ -24,4 +24,12 @@ RECIPE = RecipeSpec(
         knob="batch size",
         values={"cuda": [16, 32, 64, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]},
     ),
+    # H100: this version's goal against the first H100 run's reference points; T4: the ResNet-18 lab's
+    # "1.5-2.5x speedup, 30-40% memory reduction", each its range's floor
+    goals={
+        "H100": {"resnet18": {"min_speedup": 1.4, "lower_memory": True}},
+        "T4": {"resnet18": {"min_speedup": 1.5, "max_memory_share": 0.70}},
+    },
+    # the costs the diagnosis names it for, and its place among their recipes
+    cures={"GPU compute": 1},
 )

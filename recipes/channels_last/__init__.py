@@ -21,4 +21,6 @@ RECIPE = RecipeSpec(
         knob="batch size",
         values={"cuda": [16, 32, 64, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]},
     ),
+    # the costs the diagnosis names it for, and its place among their recipes
+    cures={"GPU compute": 2},
 )

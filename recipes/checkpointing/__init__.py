@@ -28,4 +28,10 @@ RECIPE = RecipeSpec(
         knob="batch size",
         values={"cuda": [32, 64, 128, 256, 512], "cpu": [2, 4, 8], "smoke": [2, 4]},
     ),
+    # H100: this version's goal against the first H100 run's reference points; T4: the ResNet-18 lab's
+    # "30-50% memory reduction, 10-20% slower training", each its range's floor
+    goals={
+        "H100": {"resnet18": {"max_slowdown": 1.35, "max_memory_share": 0.60}},
+        "T4": {"resnet18": {"max_slowdown": 1.2, "max_memory_share": 0.70}},
+    },
 )

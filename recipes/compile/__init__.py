@@ -32,4 +32,14 @@ RECIPE = RecipeSpec(
         knob="batch size",
         values={"cuda": [8, 32, 64, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]},
     ),
+    # H100: this version's goals against the first H100 run's reference points; the fusion pair's, on both
+    # classes, the ResNet-18 lab's "1.1-1.4x additional speedup from torch.compile" (default mode), its floor
+    goals={
+        "H100": {"resnet18": {"min_speedup": 1.5}, "churn_serving": {"min_speedup": 1.8},
+                 "resnet18_fusion": {"min_speedup": 1.1}},
+        "T4": {"resnet18_fusion": {"min_speedup": 1.1}},
+    },
+    # the costs the diagnosis names it for, and its place among their recipes
+    cures={"launch overhead": 2, "GPU compute": 3, "CPU compute": 1},
+    host_fix=2,  # it cuts a host-bound step's host work: its place among the fixes the report names
 )

@@ -19,6 +19,11 @@ RECIPE = RecipeSpec(
         knob="DataLoader workers",
         values={"cuda": [0, 1, 2, 4, 8, 15], "cpu": [0, 1, 2], "smoke": [0, 1]},
     ),
+    # H100: this version's goal against the first H100 run's reference points; T4: the ResNet-18 lab's
+    # "1.3-1.8x speedup from optimized data loading", its floor
+    goals={"H100": {"resnet18": {"min_speedup": 4.0}}, "T4": {"resnet18": {"min_speedup": 1.3}}},
+    # the costs the diagnosis names it for, and its place among their recipes
+    cures={"data loading": 1},
 )
 
 

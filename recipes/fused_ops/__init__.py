@@ -13,4 +13,7 @@ RECIPE = RecipeSpec(
     # ResNet-18's 62 parameter tensors at the seed's batch 32: the optimizer's launches are a large part
     # of a short step there
     defaults={"resnet18": {"cuda": {"batch_size": 32}}},
+    # the costs the diagnosis names it for, and its place among their recipes
+    cures={"launch overhead": 3, "CPU compute": 2},
+    host_fix=3,  # it cuts a host-bound step's host work: its place among the fixes the report names
 )

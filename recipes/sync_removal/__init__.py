@@ -20,4 +20,7 @@ RECIPE = RecipeSpec(
         knob="batch size",
         values={"cuda": [8, 32, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]},
     ),
+    goals={"H100": {"resnet18": {"min_speedup": 1.2}}},  # against the first H100 run's reference points
+    # the costs the diagnosis names it for, and its place among their recipes
+    cures={"host syncs": 1},
 )
