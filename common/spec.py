@@ -71,6 +71,19 @@ class Serving:
 
 
 @dataclass(frozen=True)
+class DoctorFix:
+    """What the recipe teaches, applied by the doctor's `--try` to a user's script from outside
+    (common.measure.fixes applies it; common.analysis.fixes says when it applies and proves it)."""
+    name: str  # as --try names it
+    pair: str  # the recipe's pair whose diff shows the change
+    how: str  # how the doctor applies it from outside
+    lines: tuple  # the lines to add to the user's own loop (`model`, `optimizer`, `x`, `y`, `device` stand for theirs)
+    place: int  # its row among the doctor's fixes, 1 first
+    gpu_only: bool = False
+    needs: tuple = ()  # what the device must have (common.analysis.device), else not applicable there
+
+
+@dataclass(frozen=True)
 class RecipeSpec:
     title: str
     parity: LossParity | AnswerParity
@@ -90,6 +103,8 @@ class RecipeSpec:
     goals: dict = field(default_factory=dict)  # GPU class -> pair -> goal (GOAL_KEYS), judged from the interval
     cures: dict = field(default_factory=dict)  # a cost it cures (COSTS) -> its place among their recipes, 1 first
     host_fix: int | None = None  # its place among the fixes a host-bound step's report names, 1 first
+    doctor_fixes: tuple = ()  # DoctorFix: what the doctor's --try applies of it to a user's script
+    frozen: tuple = ()  # pairs whose planted frozen twin (its steps update nothing) the suite shows failing parity
 
     def parity_rule(self, pair: str) -> dict:
         rule = self.parity_by_pair.get(pair, self.parity)
@@ -116,6 +131,7 @@ def check(name: str, spec, pairs: list[str]) -> "RecipeSpec":
     if spec.measure not in MEASURES:
         bad("measure", f"{spec.measure!r} is none of {', '.join(MEASURES)}")
     named = {"defaults": list(spec.defaults), "parity_by_pair": list(spec.parity_by_pair), "prime": list(spec.prime),
+             "frozen": list(spec.frozen),
              "sweep.pair": [spec.sweep.pair] if spec.sweep else [],
              "budget.pair": [spec.budget.pair] if spec.budget else []}
     for what, names in named.items():
@@ -134,6 +150,9 @@ def check(name: str, spec, pairs: list[str]) -> "RecipeSpec":
             if not goal or not set(goal) <= set(GOAL_KEYS):
                 bad(f"goals[{cls!r}][{pair!r}]", f"has keys {sorted(set(goal) - set(GOAL_KEYS))}, "
                                                 f"not {', '.join(GOAL_KEYS)}")
+    for fix in spec.doctor_fixes:
+        if not isinstance(fix, DoctorFix) or fix.pair not in pairs:
+            bad("doctor_fixes", f"holds {getattr(fix, 'name', fix)!r}: not a DoctorFix on one of its pairs")
     if not set(spec.cures) <= set(COSTS):
         bad("cures", f"names {sorted(set(spec.cures) - set(COSTS))}, none of {', '.join(COSTS)}")
     if spec.sweep and not set(spec.sweep.values) <= set(MODES):

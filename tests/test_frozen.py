@@ -9,11 +9,7 @@ from common import catalog
 # pair where the recipe has a choice. The one-option DDP recipes share one rule (recipes.ddp.ONE_OPTION_PARITY)
 # and one launch, so one of them stands for the four (checked below); grad_accumulation and cuda_graphs
 # compare no single steps, so the probe alone must catch them, on both of grad_accumulation's workloads.
-FROZEN = [("channels_last", "resnet18"), ("checkpointing", "churn"),
-          ("cuda_graphs", "churn"), ("dataloader", "churn"), ("ddp_buckets", "resnet18"),
-          ("folded_ops", "churn"), ("fsdp", "resnet18"), ("fused_ops", "churn"), ("grad_accumulation", "churn"),
-          ("grad_accumulation", "resnet18"), ("precision", "churn"), ("set_to_none", "churn"),
-          ("sync_removal", "churn")]
+FROZEN = [(r, pair) for r in catalog.available() for pair in catalog.spec(r).frozen]  # each recipe's spec says
 SAME_RULE_AS = {"ddp_bucket_view": "ddp_buckets", "ddp_static_graph": "ddp_buckets", "ddp_unused": "ddp_buckets"}
 
 

@@ -7,7 +7,7 @@ The child applies them (common.measure.fixes); the runner times them (common.run
 import os
 from dataclasses import dataclass
 
-from common import env
+from common import catalog, env
 from common.analysis.results import Observation
 
 
@@ -21,50 +21,12 @@ class Fix:
     needs: tuple = ()  # what the device must have (common.analysis.device), else not applicable there
 
 
-FIXES = {f.name: f for f in (
-    Fix("workers", "dataloader", "resnet18", "DataLoader(num_workers=N, pin_memory on CUDA, persistent_workers=True, "
-        "prefetch_factor=4) wherever the script builds one without workers"),
-    Fix("amp", "amp", "resnet18", "16-bit autocast around each call of the top-level model, its output cast back "
-        "to float32 (fp16 with a loss scale where the GPU has no bf16)"),
-    Fix("tf32", "precision", "resnet18", "TF32 matmuls and convolutions (fp32_precision 'tf32', the legacy "
-        "allow_tf32 flags mirrored) before the script starts", gpu_only=True, needs=("tf32",)),
-    Fix("cudnn_benchmark", "channels_last", "resnet18", "torch.backends.cudnn.benchmark = True before the script "
-        "starts (taught by the ResNet-18 ladder's cudnn_benchmark rung)", gpu_only=True),
-    Fix("channels_last", "channels_last", "resnet18", "the top-level model and its 4-D inputs in channels_last at "
-        "its first call"),
-    Fix("fused", "fused_ops", "churn", "each optimizer built with fused=True (CUDA) or foreach=True (CPU)"),
-    Fix("compile", "compile", "resnet18", "torch.compile of the top-level model's forward at its first call (the "
-        "compilation lands in the warm-up, shown apart)", needs=("inductor",)),
-    Fix("set_to_none", "set_to_none", "churn", "zero_grad(set_to_none=True) wherever the script passes False"),
-)}
-# what each fix is in the user's own script: the lesson of its recipe, written for any training loop
-# (the recipes' diffs go through the cookbook's harness, `run.phase`, `data.loader`, which a user's
-# script does not have); `model`, `optimizer`, `criterion`, `x`, `y` and `device` stand for theirs
-LINES = {
-    "workers": ["loader = DataLoader(dataset, batch_size=batch_size, shuffle=True,",
-                "                    num_workers=workers,  # your cores but one: batches made in parallel",
-                "                    pin_memory=True, persistent_workers=True, prefetch_factor=4)  # pinned on a GPU",
-                "x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)  # copies overlap the step"],
-    "amp": ["amp_dtype = torch.bfloat16  # sm_80+ (A100, H100) and a CPU; torch.float16 below (a T4), with the scaler",
-            "scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)  # fp16's loss scale",
-            "with torch.autocast(device.type, dtype=amp_dtype):  # the forward and the loss; matmuls in 16-bit",
-            "    loss = criterion(model(x), y)",
-            "scaler.scale(loss).backward()  # in place of loss.backward()",
-            "scaler.step(optimizer)  # in place of optimizer.step(): skips a step whose gradients overflowed",
-            "scaler.update()"],
-    "tf32": ["torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # the legacy flags "
-             "first: a library that reads them (Lightning) must not raise",
-             'torch.backends.cuda.matmul.fp32_precision = "tf32"  # TF32 matmuls (sm_80+): fp32 range, 10-bit mantissa',
-             'torch.backends.cudnn.conv.fp32_precision = "tf32"  # and convolutions'],
-    "cudnn_benchmark": ["torch.backends.cudnn.benchmark = True  # time each convolution's algorithms once per shape, "
-                        "keep the fastest"],
-    "channels_last": ["model = model.to(memory_format=torch.channels_last)  # NHWC weights",
-                      "x = x.to(device, memory_format=torch.channels_last)  # NHWC batches"],
-    "fused": ["optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)  # your own optimizer and "
-              "settings, with fused=True added: one kernel for every parameter's update"],
-    "compile": ["model = torch.compile(model)  # fused kernels; mode=\"reduce-overhead\" where launches dominate"],
-    "set_to_none": ["optimizer.zero_grad(set_to_none=True)  # no fill kernels: backward writes fresh gradients"],
-}
+# every recipe's doctor fixes (common.spec: doctor_fixes), in their places; what each is in the user's own
+# script (LINES): the lesson of its recipe, written for any training loop (the recipes' diffs go through the
+# cookbook's harness, `run.phase`, `data.loader`, which a user's script does not have)
+_TAUGHT = sorted((f.place, recipe, f) for recipe in catalog.available() for f in catalog.spec(recipe).doctor_fixes)
+FIXES = {f.name: Fix(f.name, recipe, f.pair, f.how, f.gpu_only, f.needs) for _, recipe, f in _TAUGHT}
+LINES = {f.name: list(f.lines) for _, _, f in _TAUGHT}
 # a fix only the tests know: its training is broken on purpose (the learning rate zeroed), so parity must fail
 BROKEN = Fix("zero_lr", "fused_ops", "churn", "every optimizer's learning rate set to 0 (a test's broken fix)")
 

@@ -1,6 +1,6 @@
 """Automatic mixed precision: matmuls and convolutions in 16-bit, the rest in fp32."""
 
-from common.spec import LossParity, RecipeSpec, Sweep
+from common.spec import DoctorFix, LossParity, RecipeSpec, Sweep
 
 RECIPE = RecipeSpec(
     title="Automatic mixed precision (AMP)",
@@ -32,4 +32,20 @@ RECIPE = RecipeSpec(
     },
     # the costs the diagnosis names it for, and its place among their recipes
     cures={"GPU compute": 1},
+    doctor_fixes=(
+        DoctorFix(
+            "amp", "resnet18", place=2,
+            how="16-bit autocast around each call of the top-level model, its output cast back to float32 (fp16 "
+                "with a loss scale where the GPU has no bf16)",
+            lines=("amp_dtype = torch.bfloat16  # sm_80+ (A100, H100) and a CPU; torch.float16 below (a T4), with the "
+                   "scaler",
+                   "scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)  # fp16's loss "
+                   "scale",
+                   "with torch.autocast(device.type, dtype=amp_dtype):  # the forward and the loss; matmuls in 16-bit",
+                   "    loss = criterion(model(x), y)",
+                   "scaler.scale(loss).backward()  # in place of loss.backward()",
+                   "scaler.step(optimizer)  # in place of optimizer.step(): skips a step whose gradients overflowed",
+                   "scaler.update()"),
+        ),
+    ),
 )

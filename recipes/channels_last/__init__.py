@@ -3,7 +3,7 @@
 ResNet-18 only: the churn MLP has no convolutions, and a 2-D tensor has no channel dimension to move.
 """
 
-from common.spec import LossParity, RecipeSpec, Sweep
+from common.spec import DoctorFix, LossParity, RecipeSpec, Sweep
 
 RECIPE = RecipeSpec(
     title="channels_last memory format",
@@ -23,4 +23,20 @@ RECIPE = RecipeSpec(
     ),
     # the costs the diagnosis names it for, and its place among their recipes
     cures={"GPU compute": 2},
+    doctor_fixes=(
+        DoctorFix(
+            "cudnn_benchmark", "resnet18", place=4, gpu_only=True,
+            how="torch.backends.cudnn.benchmark = True before the script starts (taught by the ResNet-18 ladder's "
+                "cudnn_benchmark rung)",
+            lines=("torch.backends.cudnn.benchmark = True  # time each convolution's algorithms once per shape, keep "
+                   "the fastest",),
+        ),
+        DoctorFix(
+            "channels_last", "resnet18", place=5,
+            how="the top-level model and its 4-D inputs in channels_last at its first call",
+            lines=("model = model.to(memory_format=torch.channels_last)  # NHWC weights",
+                   "x = x.to(device, memory_format=torch.channels_last)  # NHWC batches"),
+        ),
+    ),
+    frozen=("resnet18",),  # tests/test_frozen.py: its planted frozen twin fails parity
 )

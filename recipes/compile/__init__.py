@@ -1,6 +1,6 @@
 """torch.compile: the graph captured once, ops fused into generated kernels, launches cut."""
 
-from common.spec import AnswerParity, LossParity, RecipeSpec, Sweep
+from common.spec import AnswerParity, DoctorFix, LossParity, RecipeSpec, Sweep
 
 RECIPE = RecipeSpec(
     title="torch.compile",
@@ -42,4 +42,12 @@ RECIPE = RecipeSpec(
     # the costs the diagnosis names it for, and its place among their recipes
     cures={"launch overhead": 2, "GPU compute": 3, "CPU compute": 1},
     host_fix=2,  # it cuts a host-bound step's host work: its place among the fixes the report names
+    doctor_fixes=(
+        DoctorFix(
+            "compile", "resnet18", place=7, needs=("inductor",),
+            how="torch.compile of the top-level model's forward at its first call (the compilation lands in the "
+                "warm-up, shown apart)",
+            lines=('model = torch.compile(model)  # fused kernels; mode="reduce-overhead" where launches dominate',),
+        ),
+    ),
 )

@@ -2,7 +2,7 @@
 
 import os
 
-from common.spec import LossParity, RecipeSpec, Sweep
+from common.spec import DoctorFix, LossParity, RecipeSpec, Sweep
 
 RECIPE = RecipeSpec(
     title="Input pipeline (DataLoader)",
@@ -24,6 +24,20 @@ RECIPE = RecipeSpec(
     goals={"H100": {"resnet18": {"min_speedup": 4.0}}, "T4": {"resnet18": {"min_speedup": 1.3}}},
     # the costs the diagnosis names it for, and its place among their recipes
     cures={"data loading": 1},
+    doctor_fixes=(
+        DoctorFix(
+            "workers", "resnet18", place=1,
+            how="DataLoader(num_workers=N, pin_memory on CUDA, persistent_workers=True, prefetch_factor=4) wherever "
+                "the script builds one without workers",
+            lines=("loader = DataLoader(dataset, batch_size=batch_size, shuffle=True,",
+                   "                    num_workers=workers,  # your cores but one: batches made in parallel",
+                   "                    pin_memory=True, persistent_workers=True, prefetch_factor=4)  # pinned on a "
+                   "GPU",
+                   "x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)  # copies overlap the "
+                   "step"),
+        ),
+    ),
+    frozen=("churn",),  # tests/test_frozen.py: its planted frozen twin fails parity
 )
 
 

@@ -1,7 +1,7 @@
 """Fused ops: the optimizer's update in one fused kernel per group of tensors, against PyTorch's
 default (foreach's chain of multi-tensor ops on CUDA; the for-loop on a CPU)."""
 
-from common.spec import LossParity, RecipeSpec
+from common.spec import DoctorFix, LossParity, RecipeSpec
 
 RECIPE = RecipeSpec(
     title="Fused optimizer: Adam(fused=True) against PyTorch's default",
@@ -16,4 +16,13 @@ RECIPE = RecipeSpec(
     # the costs the diagnosis names it for, and its place among their recipes
     cures={"launch overhead": 3, "CPU compute": 2},
     host_fix=3,  # it cuts a host-bound step's host work: its place among the fixes the report names
+    doctor_fixes=(
+        DoctorFix(
+            "fused", "churn", place=6,
+            how="each optimizer built with fused=True (CUDA) or foreach=True (CPU)",
+            lines=("optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)  # your own optimizer and "
+                   "settings, with fused=True added: one kernel for every parameter's update",),
+        ),
+    ),
+    frozen=("churn",),  # tests/test_frozen.py: its planted frozen twin fails parity
 )

@@ -7,7 +7,7 @@ On Ampere and newer GPUs, "fp32" is not one thing: TF32 tensor cores keep fp32's
 stamp of every result records both. TF32 needs sm_80: elsewhere the recipe is "not applicable".
 """
 
-from common.spec import LossParity, RecipeSpec, Sweep
+from common.spec import DoctorFix, LossParity, RecipeSpec, Sweep
 
 RECIPE = RecipeSpec(
     title="fp32 precision: strict fp32 vs TF32",
@@ -24,4 +24,17 @@ RECIPE = RecipeSpec(
         knob="batch size",
         values={"cuda": [16, 32, 64, 128, 256], "cpu": [2, 4, 8], "smoke": [2, 4]},
     ),
+    doctor_fixes=(
+        DoctorFix(
+            "tf32", "resnet18", place=3, gpu_only=True, needs=("tf32",),
+            how="TF32 matmuls and convolutions (fp32_precision 'tf32', the legacy allow_tf32 flags mirrored) before "
+                "the script starts",
+            lines=("torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # the legacy flags "
+                   "first: a library that reads them (Lightning) must not raise",
+                   'torch.backends.cuda.matmul.fp32_precision = "tf32"  # TF32 matmuls (sm_80+): fp32 range, 10-bit '
+                   "mantissa",
+                   'torch.backends.cudnn.conv.fp32_precision = "tf32"  # and convolutions'),
+        ),
+    ),
+    frozen=("churn",),  # tests/test_frozen.py: its planted frozen twin fails parity
 )

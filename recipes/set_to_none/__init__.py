@@ -1,6 +1,6 @@
 """zero_grad(set_to_none=True): no fill kernel per gradient; the backward writes fresh gradients."""
 
-from common.spec import LossParity, RecipeSpec
+from common.spec import DoctorFix, LossParity, RecipeSpec
 
 RECIPE = RecipeSpec(
     title="Gradients set to None",
@@ -10,4 +10,12 @@ RECIPE = RecipeSpec(
     evidence=("kernels_per_step", "backward_ops", "peak_mb"),
     defaults={"resnet18": {"cuda": {"batch_size": 32}}},
     host_fix=5,  # it cuts a host-bound step's host work: its place among the fixes the report names
+    doctor_fixes=(
+        DoctorFix(
+            "set_to_none", "churn", place=8,
+            how="zero_grad(set_to_none=True) wherever the script passes False",
+            lines=("optimizer.zero_grad(set_to_none=True)  # no fill kernels: backward writes fresh gradients",),
+        ),
+    ),
+    frozen=("churn",),  # tests/test_frozen.py: its planted frozen twin fails parity
 )
