@@ -181,8 +181,8 @@ def test_amp_on_a_simulated_t4_runs_fp16_with_a_loss_scale_that_skips_a_planted_
     out = tmp_path / "obs.json"
     proc = run_module("common.measure.observer", "--out", str(out), "--trace-dir", str(tmp_path / "t"), "--warmup", "2",
                       "--steps", "6", "--time", "0.2", "--profile-steps", "1", "--fix", "amp", "--",
-                      str(PLAIN / "compute_bound.py"), env={"COOKBOOK_DEVICE_PROFILE": "T4",
-                                                            "COOKBOOK_FAULT": "overflow:3"})
+                      str(PLAIN / "short.py"), "--steps", "40", env={"COOKBOOK_DEVICE_PROFILE": "T4",
+                                                                     "COOKBOOK_FAULT": "overflow:3"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     obs = read_result(out, Observation)
     assert obs.fixes["amp"] == "applied" and obs.ops.matmul_dtypes.get("float16")
