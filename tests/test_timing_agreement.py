@@ -86,7 +86,7 @@ def test_report_speedup_matches_benchmark_timer(tmp_path):
         sys.excepthook = saved[0]
         signal.signal(signal.SIGTERM, saved[1])
     assert (sys.excepthook, signal.getsignal(signal.SIGTERM)) == saved
-    reported = compare.summarize_workload(results, amp.PARITY).speedup.ratio
+    reported = compare.summarize_workload(results, amp.RECIPE.parity.rule()).speedup.ratio
     independent = median(timed["slow"]) / median(timed["fast"])
     per_round = [(h_s.timing.summary.median_ms / h_f.timing.summary.median_ms, t_s / t_f)
                  for h_s, h_f, t_s, t_f in zip(results["slow"], results["fast"], timed["slow"], timed["fast"])]
