@@ -19,7 +19,7 @@ PORT ?= 6006
 TIMED = start=$$(date +%s); trap 'rc=$$?; t=$$(( $$(date +%s) - start )); echo "make $@: $$((t / 60)) min $$((t % 60)) s"; exit $$rc' EXIT;
 RECIPES := $(sort $(patsubst recipes/%/__init__.py,%,$(wildcard recipes/*/__init__.py)))
 
-.PHONY: help setup lock doctor gpu-check tour finalize recipes index readme baselines ladder all test traces browser tensorboard clean trace-diff
+.PHONY: help setup lock doctor gpu-check tour finalize recipes index readme baselines ladder test traces browser tensorboard clean trace-diff
 
 help: ## list the targets
 	@echo "Quick start: make recipe-amp (the main job), make test (the CPU test suite)."
@@ -85,13 +85,6 @@ baselines: $(SETUP) ## diagnose both naive baselines (make diagnose-churn, make 
 
 ladder: $(SETUP) ## climb both ladders, naive -> every technique -> reports/local/ladder_<workload>.md
 	@$(TIMED) $(PY) -m common.runners.climb $(ARGS)
-
-all: $(SETUP) ## baselines, every recipe, both ladders, then reports/local/README.md (failures do not stop the rest)
-	@$(TIMED) status=0; \
-	for w in churn resnet18; do $(PY) -m common.runners.diagnose $$w $(ARGS) || status=1; done; \
-	for r in $(RECIPES); do echo "== make recipe-$$r"; $(PY) -m common.runners.compare $$r $(ARGS) || status=1; done; \
-	$(PY) -m common.runners.climb $(ARGS) || status=1; \
-	$(PY) -m common.render.index; exit $$status
 
 gpu-check: $(SETUP) ## on a GPU first: the GPU tests, every recipe, sweep, ladder and diagnosis once, small, one line each
 	@$(TIMED) $(PY) -m common.runners.gpucheck $(ARGS)
