@@ -277,3 +277,36 @@ def test_on_a_t4_a_framework_whose_optimizer_is_its_own_gets_amp_not_applied_wit
     model = torch.nn.Linear(4, 1)
     assert fixes.before_model(model, (torch.ones(1, 4),)) is None and fixes._autocast is None
     assert fixes.said["amp"].startswith("not applied: fp16 (this GPU has no bf16) needs a loss scale")
+
+
+def test_a_clip_in_either_namespace_unscales_only_the_optimizers_holding_the_clipped_parameters():
+    """torch.nn.utils.clip_grad_norm_ and torch.nn.utils.clip_grad.clip_grad_norm_ (the same function, two
+    names) see true gradients; an optimizer over other parameters stays scaled until its own step."""
+    import torch
+    import torch.nn.utils.clip_grad as clip_grad
+    from torch.amp.grad_scaler import OptState
+
+    from common.measure.fixes import Fixes
+    from common.measure.loss_scale import LossScale
+
+    fixes = Fixes(["amp"])
+    fixes.install()
+    try:
+        a, b = torch.nn.Linear(4, 1, bias=False), torch.nn.Linear(4, 1, bias=False)
+        opt_a, opt_b = torch.optim.SGD(a.parameters(), lr=1.0), torch.optim.SGD(b.parameters(), lr=1.0)
+        fixes.built(opt_a)
+        fixes.built(opt_b)
+        fixes.loss_scale = LossScale("cpu")
+        for clip in (torch.nn.utils.clip_grad_norm_, clip_grad.clip_grad_norm_):
+            fixes.loss_scale.scaler._per_optimizer_states.clear()
+            for p in (*a.parameters(), *b.parameters()):
+                p.grad = None
+            fixes.loss_scale.scale((a(torch.ones(1, 4)) + b(torch.ones(1, 4))).sum()).backward()
+            norm = clip(a.parameters(), max_norm=100.0)
+            assert norm.item() == pytest.approx(2.0)  # the true gradient's norm (four ones), not 65536 times it
+            states = fixes.loss_scale.scaler._per_optimizer_states
+            assert states[id(opt_a)]["stage"] is OptState.UNSCALED
+            assert states[id(opt_b)]["stage"] is not OptState.UNSCALED
+    finally:
+        fixes.uninstall()
+    assert torch.nn.utils.clip_grad_norm_ is clip_grad.clip_grad_norm_  # put back as torch has it
