@@ -351,10 +351,7 @@ def test_a_fastai_learner_is_read_with_no_flag_from_its_backward_and_its_own_dat
 
 def test_a_keras_3_fit_on_torch_is_read_with_no_flag_from_its_backward(tmp_path):
     """Keras 3 on the PyTorch backend: its own optimizer, its fit's torch DataLoader over NumPy arrays."""
-    proc = run_module("common.runners.doctor", str(FRAMEWORKS / "keras_fit.py"), "--reports-dir", str(tmp_path),
-                      *FEW, env={"KERAS_BACKEND": "torch"})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    obs = _observation(tmp_path)
+    obs = _observe(tmp_path, FRAMEWORKS / "keras_fit.py")  # the script sets KERAS_BACKEND=torch itself
     assert obs["step"] == "backward" and obs["optimizers"] == []
     assert {"data", "forward", "backward"} <= set(obs["result"]["timing"]["phase_ms"])
     assert obs["loaders"] and obs["loaders"][0]["batch_size"] == 32

@@ -210,3 +210,17 @@ def test_the_gate_opens_only_once_the_cuda_allocators_cache_is_given_back(tmp_pa
     g = env.Gate(wait=None, release=str(tmp_path / "1.done"), runner=os.getpid(), cpus=[])
     gate.release(g, torch.device("cuda", 0))
     assert calls == ["synchronize", "empty_cache"] and (tmp_path / "1.done").exists()
+
+
+def test_a_preparing_process_on_cuda_creates_its_context_by_a_synchronize_and_says_its_pid(tmp_path, monkeypatch):
+    """On a GPU the preparation is torch.cuda.synchronize (the context, no kernel) after the pid file the
+    others' GPU monitors read; on a CPU nothing but the pid file."""
+    import torch
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    g = env.Gate(wait=None, release=str(tmp_path / "1.done"), runner=os.getpid(), cpus=[])
+    gate.prepare(g, torch.device("cpu"))
+    assert calls == [] and (tmp_path / "1.pid").read_text() == str(os.getpid())
+    gate.prepare(g, torch.device("cuda", 0))
+    assert calls == [torch.device("cuda", 0)]
