@@ -1,6 +1,7 @@
 """What a recipe script touches: `run = harness.start(__file__, __doc__)`, then `run.loop(...)`,
 `run.phase(...)`, `run.log_loss(...)` and `run.finish()`. The Run holds the settings (run.config),
-runs the stages in order and writes the result; the stages themselves live in common/measure/stages.py.
+runs the stages in order and writes the result; the stages themselves live in common/measure/stages.py,
+the result's assembly in common/measure/outcome.py, what tests plant from outside in common/measure/rig.py.
 
 A run has five consecutive stages over one stream of batches, each a small generator that hands
 the script its batches and returns what it measured:
@@ -14,38 +15,26 @@ the script its batches and returns what it measured:
   counted  (one step under FlopCounterMode: the FLOPs a step really executes, recomputation included)
 """
 import contextlib
-import itertools
 import os
 import random
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from common import catalog, cli, data, env, presets, startup
-from common.analysis.results import (
-    ANSWERS_KEPT,
-    CompileStats,
-    Config,
-    DataSource,
-    Evidence,
-    Memory,
-    Oom,
-    Randomness,
-    RunResult,
-    Timing,
-    UnreadTrace,
-    write_result,
-)
+from common.analysis.results import Config, DataSource, Randomness, RunResult, Timing, write_result
 from common.errors import EXIT_OOM
-from common.measure import contention, dropout, faults, gate, memory, stages, stamp, timeline, trainstate
+from common.measure import contention, dropout, gate, memory, stages, trainstate
 from common.measure import device as device_profile
+from common.measure.answers import ServedAnswers
 from common.measure.gpu_monitor import GpuMonitor
 from common.measure.nvtx import Ranges
+from common.measure.outcome import Measurements, finished_result, oom_result
 from common.measure.process import is_oom, process_hooks, resolve_device, writable_dir
+from common.measure.rig import rig_from_env
 from common.measure.stages import MAX_STEPS, PHASES
 from common.measure.terminal import summary
 from common.measure.timeline import Timeline
@@ -53,8 +42,6 @@ from common.measure.timing import PhaseTimer, synchronize
 
 IMPORTED_AT = time.time()  # torch and the harness imported: the timeline's "imports"
 startup.check_torch(Path(sys.argv[0]).stem or "harness")  # an old torch: one line now, not an error at the run's end
-
-PLAIN_STEPS = 10_000  # batches a plain run hands out at most (env.PLAIN_ENV)
 
 # what scripts, common/ and the tests reach through `harness.`
 __all__ = ["start", "Run", "resolve_config", "summary", "is_oom", "EXIT_OOM", "PHASES", "MAX_STEPS"]
@@ -76,6 +63,7 @@ def start(script_file: str, doc: str | None = None, argv: list[str] | None = Non
     args = parser.parse_args(argv)
     run = Run(recipe, workload, variant, args, overrides, hooks.prog, pair)  # input errors: one line, via the hook
     hooks.run, run._hooks = run, stack
+    stack.enter_context(rig_from_env(run))  # the tests' faults, a simulated GPU, an A/A's second role
     return run
 
 
@@ -93,16 +81,6 @@ def resolve_config(args, workload: str, mode: str, overrides: dict, pair: str) -
                   data=args.data, min_time_s=pick("min_time") or 0.0, probe_steps=pick("probe_steps"))
 
 
-@dataclass
-class Measured:
-    """What run.loop()'s stages returned, each filled in as its stage ends."""
-    timing: Timing | None = None
-    memory: Memory | None = None  # the peak over the timed steps
-    batch_bytes: int | None = None  # a timed batch's tensors (serving: the request)
-    evidence: Evidence | None = None
-    flops: float | None = None
-
-
 def _from_config(name: str) -> property:
     """A read-only Run attribute that scripts use (run.batch_size): the one copy is in run.config."""
     return property(lambda run: getattr(run.config, name), doc=f"run.config.{name}")
@@ -110,9 +88,6 @@ def _from_config(name: str) -> property:
 
 class Run:
     """One run of a script: its settings, its stages over the script's batches, its result."""
-
-    _simulated_dropout = None  # a simulated GPU's dropout on a CPU (dropout.DtypeMasks), entered until close()
-    _planted = None  # the tests' faults (faults.Planted), removed by close()
 
     batch_size, steps, warmup = _from_config("batch_size"), _from_config("steps"), _from_config("warmup")
     image_size, seed, data = _from_config("image_size"), _from_config("seed"), _from_config("data")
@@ -129,9 +104,6 @@ class Run:
             self.device, joined = distributed.init(self.device)
             self.notices += joined
         self.profile = device_profile.profile(self.device)  # what the device can do: AMP's dtype, TF32...
-        if self.profile.simulated and self.profile.kind == "cuda" and self.device.type != "cuda":
-            self._simulated_dropout = dropout.DtypeMasks()  # CUDA's dropout draws its masks per dtype
-            self._simulated_dropout.__enter__()
         self.config = resolve_config(args, workload, "smoke" if args.smoke else self.device.type, overrides, self.pair)
         name = f"{self.pair}_{variant}"
         self.out = Path(args.out or env.REPO_ROOT / "reports" / "results" / recipe / f"{name}.json")
@@ -148,18 +120,16 @@ class Run:
         self.stage = "setup"  # the stage under way: an out-of-memory result names it
         self.extra = {}  # anything a script adds to its result (a baseline's inference sweep, say)
         self.graph_flops = None  # set by common.graphs.capture: a recorded step's FLOPs, counted eagerly
-        self._data_source = None
-        self._setup_s = {}  # one-time work timed by run.setup(name) before the loop, seconds by name
-        self._losses, self._probe_span, self._output_bytes = [], (0, 0), None
-        self._feed, self._monitor, self._measured = None, None, Measured()
-        self._randomness = None  # how the dropout masks were drawn, once the loop has run (Randomness)
-        self._load = None  # other processes' CPU use on this run's cores during the timed steps (Load)
-        self._hooks = None
+        self._data_source = None  # record_data_source
+        self._feed, self._hooks = None, None  # set by loop() and start()
+        self.answers = ServedAnswers()  # a serving script's (run.log_output)
+        # seams for what the environment plants from outside (common.measure.rig): a user's run leaves them be
+        self.batch_filter = lambda batches: batches  # between the script's batches and the stages
+        self.after_shared = []  # each called with the Randomness once the stages that share masks end
+        self.measured = Measurements()  # what the stages record, for the result; total_s counts from here
         self._optimizers = trainstate.Stepped()  # what the learning probe saves and puts back
-        self._skips = trainstate.ScalerSkips(lambda: len(self._losses))  # steps a GradScaler skipped
-        self._planted = faults.plant(variant, self.pair, workload, lambda: self.stage)  # the tests' (COOKBOOK_FAULT)
+        self._skips = trainstate.ScalerSkips(lambda: len(self.measured.losses))  # steps a GradScaler skipped
         self.memory_cap_gb = None  # set when --memory-budget-gb capped the allocator (CUDA)
-        self._t_start = time.perf_counter()
         if args.memory_snapshot and self.device.type != "cuda":
             self.notices.append("--memory-snapshot: the allocator's snapshot needs CUDA "
                                 "(torch.cuda.memory._record_memory_history); none on this CPU run")
@@ -211,7 +181,8 @@ class Run:
         t0 = time.perf_counter()
         yield
         synchronize(self.device)  # note: this is a sync point, the setup's queued work done
-        self._setup_s[name] = self._setup_s.get(name, 0.0) + time.perf_counter() - t0
+        setup_s = self.measured.setup_s
+        setup_s[name] = setup_s.get(name, 0.0) + time.perf_counter() - t0
         self.stage = stage
 
     def phase(self, name: str):
@@ -220,28 +191,20 @@ class Run:
 
     def log_loss(self, loss: torch.Tensor) -> None:
         """Keep the loss on the device (no sync); read once in finish() for the parity check."""
-        self._losses.append(loss.detach())
+        self.measured.losses.append(loss.detach())
 
     def log_output(self, output: torch.Tensor) -> None:
-        """Serving scripts: the batch's mean output stands in for the loss in the parity check. Kept
-        as a copy (a served answer may sit in a reused buffer) and reduced after the loop, so the
-        step pays a small copy, not a reduction."""
-        if self._output_bytes is None:
-            self._output_bytes = output.nelement() * output.element_size()  # what goes back to the caller
-        if self._planted is not None:
-            output = self._planted.answer(output)
-        self._losses.append(output.detach().clone())
+        """Serving scripts: the batch's answers stand in for the loss in the parity check (ServedAnswers)."""
+        self.measured.losses.append(self.answers.kept(output))
 
     def loop(self, batches):
         """Yield warm-up, probe, timed, profiled and counted batches; each stage measures its own."""
-        if os.environ.get(env.PLAIN_ENV):
-            yield from self._plain(batches)
+        if os.environ.get(env.PLAIN_ENV):  # under the doctor, which measures the script from outside
+            yield from stages.plain_run(batches, self.prog)
             return
-        source = stream = iter(batches)
-        if self._planted is not None:
-            stream = self._planted.stream(stream)
-        feed = self._feed = stages.Feed(stream, self._phases)
-        cfg, phases, m, mark = self.config, self._phases, self._measured, self.timeline.mark
+        source = iter(batches)
+        feed = self._feed = stages.Feed(self.batch_filter(source), self._phases)
+        cfg, phases, m, mark = self.config, self._phases, self.measured, self.timeline.mark
         mark("model")  # what the script built before its loop: the model, its optimizer, the batches
         # the checked, untimed stages draw every dropout mask as fp32 does, so that twins of other dtypes
         # drop the same units there (common.measure.dropout); not where torch.compile traces, whose guards
@@ -250,27 +213,25 @@ class Run:
         with shared or contextlib.nullcontext():
             self.stage = "warm-up"
             warm = yield from stages.warm_up(feed, self.device, cfg.warmup, phases.ranges,
-                                             sum(self._setup_s.values()))
+                                             sum(m.setup_s.values()))
             if warm.first_at is not None:
                 mark("first step", warm.first_at)  # compile's cold start ends here (common.analysis.coldstart)
             mark("warm-up")
-            shared_steps = len(self._losses)
+            shared_steps = len(m.losses)
             self.stage = "learning probe"
-            first = len(self._losses)
-            if self._output_bytes is None:  # serving scripts learn nothing: no probe
+            first = len(m.losses)
+            if not self.answers.serving:  # serving scripts learn nothing: no probe
                 yield from stages.probed(feed, self.device, cfg.probe_steps, phases.ranges, self._optimizers)
-            self._probe_span = (first, len(self._losses))
-        self._randomness = Randomness(shared_steps=shared_steps if shared and shared.calls else 0,
-                                      calls=shared.calls if shared else 0,
-                                      dtypes=sorted(shared.dtypes) if shared else [],
-                                      per_dtype=self.device.type == "cuda" or self._simulated_dropout is not None)
-        if faults.role(self.variant)[0] != self.variant and self._randomness.calls:
-            torch.manual_seed(self.seed + 1)  # an A/A's second role: its own dropout stream from here on
-            self._randomness.reseeded_at = shared_steps
+            m.probe_span = (first, len(m.losses))
+        drawn = shared or dropout.SharedMasks()  # none entered (torch.compile): no mask drawn, none shared
+        m.randomness = Randomness(shared_steps=shared_steps if drawn.calls else 0, calls=drawn.calls,
+                                  dtypes=sorted(drawn.dtypes), per_dtype=self.device.type == "cuda")
+        for hook in self.after_shared:
+            hook(m.randomness)
         mark("probe")
-        self._monitor = GpuMonitor(self.device)
-        if self._monitor.notice:
-            self.notices.append(self._monitor.notice)
+        m.monitor = GpuMonitor(self.device)
+        if m.monitor.notice:
+            self.notices.append(m.monitor.notice)
         n = stages.timed_steps(warm, cfg.steps, cfg.min_time_s)
         if self.world > 1:  # every rank runs the same steps, or one waits forever in an all-reduce
             from common import distributed
@@ -280,8 +241,8 @@ class Run:
         with contention.Window() as busy:  # what else ran on these cores while the steps were timed
             # a loader's queue drained to its steady level first (not where ranks would each settle apart)
             m.timing, m.memory = yield from stages.timed(feed, self.device, n, cfg.batch_size, warm, phases,
-                                                         self._monitor, source if self.world == 1 else None, mark)
-        self._load = busy.load
+                                                         m.monitor, source if self.world == 1 else None, mark)
+        m.load = busy.load
         m.batch_bytes = stages.nbytes(feed.last)
         mark("timed")
         self.stage = "profiled steps"
@@ -296,74 +257,26 @@ class Run:
         mark("flop count")
         stages.shut_down(source)
 
-    def _plain(self, batches):
-        """Under the doctor: batches unmeasured, as many as a training run would draw (the doctor stops
-        the script once it has measured); then the script ends, since its code after the loop reads
-        this run's measurements, which a plain run has none of."""
-        source = iter(batches)
-        yield from itertools.islice(source, PLAIN_STEPS)
-        stages.shut_down(source)
-        print(f"{self.prog}: the loop ended (plain run under the doctor)", flush=True)
-        raise SystemExit(0)
-
     # --- results --------------------------------------------------------------------------------
-    def _result(self, status: str) -> RunResult:
-        return RunResult(recipe=self.recipe, workload=self.workload, pair=self.pair, variant=self.variant,
-                         status=status, device=self.device.type, smoke=self.smoke, config=self.config,
-                         env=stamp.take(self.device), data_source=self.data_source, notices=self.notices,
-                         total_s=time.perf_counter() - self._t_start, started=self.timeline.started,
-                         timeline=self.timeline.marks,
-                         forked=timeline.FORKED or None)
-
     def write_oom(self, exc: BaseException) -> None:
         """Out of memory is a result: which batch size, at which stage, with the allocator's words."""
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         gate.release(self._gate, self.device)
-        result = self._result("oom")
-        result.oom = Oom(batch_size=self.batch_size, stage=self.stage, message=message[:300])
+        result = oom_result(self, exc)
         write_result(self.out, result)
-        print(f"{self.prog}: out of memory at batch {self.batch_size} ({self.stage}): {message[:200]}", file=sys.stderr)
+        print(f"{self.prog}: out of memory at batch {self.batch_size} ({self.stage}): {result.oom.message[:200]}",
+              file=sys.stderr)
 
     def finish_timing(self) -> Timing:
         """The timed steps' statistics, for a script that derives numbers from them before finish()."""
-        if self._measured.timing is None:
+        if self.measured.timing is None:
             raise RuntimeError("run.finish_timing() before run.loop() ran to its end")
-        return self._measured.timing
+        return self.measured.timing
 
     def finish(self) -> RunResult:
-        m = self._measured
-        if m.timing is None:
+        """Write the result (common.measure.outcome) and print its summary; then close()."""
+        if self.measured.timing is None:
             raise RuntimeError("run.finish() before run.loop() ran to its end")
-        # a loss is a scalar; a served batch's answers are reduced to their mean here, after the timing
-        losses = torch.stack([x.float().mean() for x in self._losses]).cpu().tolist() if self._losses else []
-        a, b = self._probe_span  # step k of `losses` is the k-th step outside the probe, in both twins
-        losses, probe_losses = losses[:a] + losses[b:], losses[a:b]
-        skipped = self._skips.steps()  # indices into every logged loss, the probe's included
-        serving = self._output_bytes is not None  # known only once it logged an answer
-        if serving:  # no probe
-            probe_losses = []
-        gpu = self._monitor.report(gate.siblings(self._gate))  # started with the timed steps, which finished
-        result = self._result("ok")
-        result.timing, result.memory = m.timing, m.memory
-        if isinstance(m.evidence, UnreadTrace):
-            result.unread = m.evidence
-        else:
-            result.evidence = m.evidence
-        result.flops_per_step, result.gpu_monitor, result.warnings = m.flops, gpu, gpu.warnings + (
-            [m.timing.queue_drained] if m.timing.queue_drained else [])
-        result.losses, result.extra, result.compile = losses, self.extra, stages.compile_stats()
-        result.probe_losses = probe_losses
-        result.randomness = self._randomness
-        result.load = self._load
-        if serving:  # each request's answer from the warm-up's end on, for parity
-            result.answers = [x.float().flatten().cpu().tolist() for x in self._losses[b:b + ANSWERS_KEPT]]
-        result.skipped_steps = [i if i < a else i - (b - a) for i in skipped if not a <= i < b]
-        result.probe_skipped = sum(a <= i < b for i in skipped)
-        if self._setup_s:  # a hand capture's one-time cost, beside what torch.compile did
-            result.compile = result.compile or CompileStats()
-            result.compile.setup_s = dict(self._setup_s)
-        if serving:  # requests in, answers out
-            result.bytes_per_step = (m.batch_bytes or 0) + self._output_bytes
+        result = finished_result(self, self._skips, self._gate)
         if "common.distributed" in sys.modules:  # a data-parallel script: every rank's view, on rank 0
             from common import distributed
 
@@ -376,14 +289,9 @@ class Run:
         return result
 
     def close(self) -> None:
-        """Restore the process hooks start() installed."""
+        """Restore what start() installed: the process hooks, and what the environment planted (rig_from_env)."""
         self._optimizers.close()
         self._skips.close()
-        if self._planted is not None:
-            self._planted.close()
-        if self._simulated_dropout is not None:
-            self._simulated_dropout.__exit__(None, None, None)
-            self._simulated_dropout = None
         if self._hooks is not None:
             self._hooks.close()
             self._hooks = None

@@ -123,7 +123,7 @@ def test_a_cuda_capture_takes_measurable_time(tmp_path):
         model = torch.nn.Linear(8, 1).cuda()
         x = torch.zeros(16, 8, device="cuda")
         graph, out = graphs.capture(lambda: model(x), model, run=run)
-        assert graph is not None and run._setup_s["graph capture"] > 0
+        assert graph is not None and run.measured.setup_s["graph capture"] > 0
     finally:
         run.close()
 

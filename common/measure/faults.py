@@ -149,9 +149,10 @@ def paced(batches, factor: float):
 
 
 class Planted:
-    """What COOKBOOK_FAULT plants in one harness run, from outside its code: the batch stream wrapped
-    (pace, waits, an injected oom or crash at the first timed step), a frozen twin's optimizer hook, a
-    broken serving twin's answers. `stage()` says the run's stage (the crash waits for the timed steps)."""
+    """What COOKBOOK_FAULT plants in one harness run, from outside its code (common.measure.rig hangs it on
+    the run's seams): the batch stream wrapped (pace, waits, an injected oom or crash at the first timed
+    step), a frozen twin's optimizer hook, a broken serving twin's answers. `stage()` says the run's stage
+    (the crash waits for the timed steps)."""
 
     def __init__(self, variant: str, pair: str, workload: str, stage):
         from torch.optim.optimizer import register_optimizer_step_pre_hook

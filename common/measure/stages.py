@@ -3,6 +3,7 @@ that yields the script its batches and returns what it measured, used with `yiel
 no state but what they are handed: the Feed that fetches batches, and the Phases that run.phase()
 reads (the timed stage names its step there, the profiled stage turns on profiler ranges)."""
 import contextlib
+import itertools
 import math
 import sys
 import time
@@ -27,6 +28,7 @@ from common.render import trace_page
 PHASES = ("data", "copy", "forward", "backward", "optimizer")  # "copy": host-to-device, where a script has one
 
 MAX_STEPS = 20_000  # the most timed steps --min-time may ask for
+PLAIN_STEPS = 10_000  # batches a plain run hands out at most (env.PLAIN_ENV)
 SETTLE_S = 10.0  # the most seconds of untimed steps a loader's queue may take to drain to its steady level
 
 Stage = Generator[Any, None, Any]  # yields the script's batches, returns what the stage measured
@@ -390,6 +392,17 @@ def eager_compiled():
     if "torch._dynamo" not in sys.modules:
         return contextlib.nullcontext()
     return torch.compiler.set_stance("force_eager")
+
+
+def plain_run(batches, prog: str) -> Stage:
+    """Under the doctor (env.PLAIN_ENV): batches unmeasured, as many as a training run would draw (the
+    doctor stops the script once it has measured); then the script ends, since its code after the loop
+    reads the run's measurements, which a plain run has none of."""
+    source = iter(batches)
+    yield from itertools.islice(source, PLAIN_STEPS)
+    shut_down(source)
+    print(f"{prog}: the loop ended (plain run under the doctor)", flush=True)
+    raise SystemExit(0)
 
 
 def shut_down(source) -> None:
