@@ -87,7 +87,7 @@ ladder: $(SETUP) ## climb both ladders, naive -> every technique -> reports/loca
 	@$(TIMED) $(PY) -m common.runners.climb $(ARGS)
 
 gpu-check: $(SETUP) ## on a GPU first: the GPU tests, every recipe, sweep, ladder and diagnosis once, small, one line each
-	@$(TIMED) $(PY) -m common.runners.gpucheck $(ARGS)
+	@$(TIMED) $(PY) -m common.runners.tour --check $(ARGS)
 
 tour: $(SETUP) ## on one GPU in one sitting: the A/A, then each recipe's main pair (3 rounds), within ARGS='--budget 480' -> a bundle
 	@$(TIMED) $(PY) -m common.runners.tour $(ARGS)

@@ -9,11 +9,13 @@ runs this with per-phase timing and writes reports/baseline_churn.md.
 import torch
 from torch.utils.data import TensorDataset
 
-from common import data, harness, inference_sweep, models
+from baselines import inference_sweep
+from common import data, harness
+from common.workloads import churn
 
 run = harness.start(__file__, __doc__)
-X_train, X_test, y_train, y_test = data.churn_splits(run)  # CPU tensors, as the seed keeps them
-model = models.ProblematicChurnModel(X_train.shape[1]).to(run.device)
+X_train, X_test, y_train, y_test = churn.splits(run)  # CPU tensors, as the seed keeps them
+model = churn.ProblematicChurnModel(X_train.shape[1]).to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 criterion = torch.nn.BCELoss()
 batches = data.loader(run, TensorDataset(X_train, y_train))  # shuffled, batch 64, in the training process

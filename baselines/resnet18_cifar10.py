@@ -9,13 +9,14 @@ reports/baseline_resnet18.md.
 """
 import torch
 
-from common import data, harness, models
+from common import data, harness
+from common.workloads import resnet18
 
 run = harness.start(__file__, __doc__)
-model = models.resnet18().to(run.device)
+model = resnet18.model().to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-dataset = data.cifar10_train_dataset(run)
+dataset = resnet18.train_dataset(run)
 batches = data.loader(run, dataset, num_workers=0, pin_memory=False)
 running_loss, correct, seen = 0.0, 0, 0
 

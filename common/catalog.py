@@ -9,9 +9,9 @@ from pathlib import Path
 
 from common.env import REPO_ROOT
 from common.errors import CookbookError
-from common.presets import WORKLOADS
 from common.spec import RecipeSpec
 from common.spec import check as check_spec
+from common.workloads import workload_names
 
 RECIPES_DIR = REPO_ROOT / "recipes"
 VARIANTS = ("slow", "fast")
@@ -72,7 +72,7 @@ def workloads(recipe: str) -> list[str]:
     folder = RECIPES_DIR / recipe
     stems = {p.stem[:-len("_slow")] for p in folder.glob("*_slow.py")}
     pairs = [s for s in stems if (folder / f"{s}_fast.py").exists() and workload_of(s)]
-    return sorted(pairs, key=lambda s: (WORKLOADS.index(workload_of(s)), s))
+    return sorted(pairs, key=lambda s: (workload_names().index(workload_of(s)), s))
 
 
 def main_pair(recipe: str) -> str:
@@ -83,7 +83,7 @@ def main_pair(recipe: str) -> str:
 
 def workload_of(pair: str) -> str | None:
     """churn_serving -> churn; resnet18 -> resnet18; anything else -> None."""
-    return next((w for w in WORKLOADS if pair == w or pair.startswith(w + "_")), None)
+    return next((w for w in workload_names() if pair == w or pair.startswith(w + "_")), None)
 
 
 def script(recipe: str, workload: str, variant: str) -> Path:
@@ -127,13 +127,13 @@ def identify(script_file: str) -> tuple[str, str, str, str]:
         workload = workload_of(pair)
         if workload is None or variant not in VARIANTS:
             raise CookbookError(f"{path.name}: a script here is named <workload>[_<scenario>]_<slow|fast>.py, "
-                                f"workload one of {', '.join(WORKLOADS)}")
+                                f"workload one of {', '.join(workload_names())}")
         return path.parent.name, pair, workload, variant
-    workload = next((w for w in WORKLOADS if path.stem.startswith(w + "_")), None)
+    workload = next((w for w in workload_names() if path.stem.startswith(w + "_")), None)
     variant = path.stem[len(workload) + 1:] if workload else ""
     if workload is None or not variant:
         raise CookbookError(f"{path.name}: a script here is named <workload>_<name>.py, workload one of "
-                            f"{', '.join(WORKLOADS)}")
+                            f"{', '.join(workload_names())}")
     return path.parent.name, workload, workload, variant
 
 

@@ -4,6 +4,7 @@ import math
 
 from common import presets
 from common.errors import CookbookError
+from common.workloads import workload_spec
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -123,8 +124,8 @@ def script_parser(prog: str, description: str, workload: str, overrides: dict, p
     p.add_argument("--probe-steps", type=non_negative_int,
                    help=f"learning-probe steps on one batch after the run, for the parity check; 0 to skip "
                         f"({h('probe_steps')})")
-    if workload == "resnet18":
-        p.add_argument("--image-size", type=positive_int, help=f"crop size in pixels ({h('image_size')})")
+    for key, what in workload_spec(workload).size_flags.items():  # the workload's own sizes (a crop, ...)
+        p.add_argument("--" + key.replace("_", "-"), type=positive_int, help=f"{what} ({h(key)})")
     p.add_argument("--seed", type=int, default=42, help="seed for weights and data order (default 42)")
     p.add_argument("--data", metavar="PATH|synthetic",
                    help="a local copy of the data set, or 'synthetic'; default: the real source, "

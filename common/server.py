@@ -5,8 +5,9 @@ rows in, one probability per row out, on the host) and how to batch. What every 
 here, so that the pair's diff is the model and the batching alone:
 
 - POST /predict with {"features": [38 numbers]} (one customer) or {"features": [[...], ...]} (up to
-  MAX_CUSTOMERS); the answer is {"churn_probability": p} or a list of them. A malformed body gets a
-  422 with a one-line reason, a body over MAX_BODY_BYTES a 413 unread, and the server goes on serving.
+  MAX_CUSTOMERS); the answer is {ANSWER: p} or a list of them, ANSWER the workload's spec's (for the
+  churn workload "churn_probability"). A malformed body gets a 422 with a one-line reason, a body over
+  MAX_BODY_BYTES a 413 unread, and the server goes on serving.
 - One model thread runs every forward: requests wait in a bounded queue, and a request that finds
   it full gets a 503 with Retry-After at once, instead of unbounded latency. The thread takes up to
   `max_batch` rows per forward, waiting at most `max_wait_ms` for company after the first.
@@ -18,6 +19,7 @@ here, so that the pair's diff is the model and the batching alone:
 """
 import argparse
 import asyncio
+import importlib
 import json
 import math
 import os
@@ -216,8 +218,9 @@ async def _body(request) -> bytes | None:
 
 
 def app(predict, n_features: int, max_batch: int, max_wait_ms: float, queue_limit: int, trace_path: Path | None,
-        wrong=None, delay_s: float = 0.0, about: dict | None = None):
-    """The FastAPI application around one model thread; `about` is returned by /admin/stats."""
+        wrong=None, delay_s: float = 0.0, about: dict | None = None, answer: str = "answer"):
+    """The FastAPI application around one model thread; `about` is returned by /admin/stats, and each
+    answer under the key `answer` (the workload's: {"churn_probability": p})."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
@@ -226,7 +229,7 @@ def app(predict, n_features: int, max_batch: int, max_wait_ms: float, queue_limi
     reasons = Counter()  # the 422s' reasons, by their first words
     state = {"in_flight": 0}
 
-    api = FastAPI(title="churn", docs_url=None, redoc_url=None)
+    api = FastAPI(title=answer, docs_url=None, redoc_url=None)
     api.state.worker, api.state.counts, api.state.flight = worker, counts, state
 
     @api.post("/predict")
@@ -258,7 +261,7 @@ def app(predict, n_features: int, max_batch: int, max_wait_ms: float, queue_limi
                 counts["500"] += 1
                 return JSONResponse({"error": f"the model failed: {type(e).__name__}: {e}"}, status_code=500)
             counts["200"] += 1
-            return {"churn_probability": answers[0] if single else answers}
+            return {answer: answers[0] if single else answers}
         finally:
             state["in_flight"] -= 1
 
@@ -310,9 +313,9 @@ def serve(script_file: str, load, max_batch: int, max_wait_ms: float = 0.0):
     the counts are written to --summary."""
     import uvicorn
 
-    from common import catalog, env, models
+    from common import catalog, env
     from common.measure import stamp
-    from common.workloads import churn_weights, telco
+    from common.workloads import workload_spec
 
     t_start = time.perf_counter()
     args = flags().parse_args()
@@ -322,9 +325,8 @@ def serve(script_file: str, load, max_batch: int, max_wait_ms: float = 0.0):
     device = torch.device("cuda" if cuda else "cpu")
     if device.type == "cpu":
         torch.set_num_threads(1)  # one model thread beside the event loop and the load generator
-    X_train, _, y_train, _, source = telco.load(args.data)
-    weights = churn_weights.trained(torch.from_numpy(X_train), torch.from_numpy(y_train), models.ChurnMLP)
-    ctx = Context(device, X_train.shape[1], weights, args.prepare, env.data_dir() / "aoti")
+    n_features, weights, source = importlib.import_module(f"common.workloads.{workload}").served(args.data)
+    ctx = Context(device, n_features, weights, args.prepare, env.data_dir() / "aoti")
     predict = load(ctx)
     if args.prepare:
         return
@@ -333,7 +335,7 @@ def serve(script_file: str, load, max_batch: int, max_wait_ms: float = 0.0):
              "data_source": source.to_json(), "stamp": stamp.take(device).to_json(),
              "setup_s": time.perf_counter() - t_start}
     api = app(predict, ctx.n_features, max_batch, max_wait_ms, args.queue_limit, args.trace, wrong,
-              faults.forward_delay(variant, pair, workload), about)
+              faults.forward_delay(variant, pair, workload), about, workload_spec(workload).answer)
     worker = api.state.worker
     worker.start()
     drain = {}
@@ -387,7 +389,7 @@ def aot_compiled(module: torch.nn.Module, ctx: Context, max_batch: int):
     for k, v in sorted(module.state_dict().items()):
         digest.update(k.encode() + v.detach().cpu().numpy().tobytes())
     digest.update(f"{max_batch}|{ctx.n_features}|{_build_key(ctx.device)}".encode())
-    package = ctx.cache_dir / f"churn-{digest.hexdigest()[:20]}.pt2"
+    package = ctx.cache_dir / f"served-{digest.hexdigest()[:20]}.pt2"
     if not package.is_file():
         if ctx.device.type == "cuda":
             _cuda_toolkit()

@@ -11,6 +11,7 @@ from common.errors import CookbookError
 
 MEASURES = ("step", "first step")  # what a headline speedup is of
 MODES = ("cuda", "cpu", "smoke")
+GPU_CLASSES = ("T4", "L4", "A100", "H100", "H200")  # the classes a sitting sizes for (runners.sitting.gpu_class)
 GOAL_CLASSES = ("H100", "T4")  # the GPU classes with goals (common.analysis.goals: where each class's come from)
 GOAL_KEYS = ("min_speedup", "max_slowdown", "lower_memory", "max_memory_share")
 # the costs the diagnosis measures (common.analysis.diagnosis), which recipes cure

@@ -8,6 +8,7 @@ rung N-1 differ by one technique. `changes` says what the rung must move against
 tests/test_ladder.py checks every one of them. `make ladder` runs them (common/runners/climb.py) and
 writes reports/ladder_<workload>.md.
 """
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 TIGHT = {"early_steps": 5, "early_rtol": 0.001, "window": 10, "rtol": 0.02}
@@ -42,16 +43,45 @@ class LadderSpec:
     script: str
     what: str
     rungs: tuple
+    target: str = ""  # the issues' target on an H100-class GPU, checked in the report of a GPU run
+    judge: Callable | None = None  # the rungs that ran -> the report's lines on that target
+    min_speedup: float = 1.0  # the last rung's cumulative speedup the target wants
 
     @property
     def ids(self) -> list[str]:
         return [r.id for r in self.rungs]
 
 
+def met(ok: bool, miss: str) -> str:
+    return "met" if ok else f"missed ({miss})"
+
+
+def _serving_target(rows) -> list[str]:
+    """The last rung's tail, and the compiled graph against the hand-captured one."""
+    a = rows[-1].aggregate
+    ratio = a.pooled.p99_ms / a.pooled.median_ms
+    out = [f"  - last rung: p99 {a.pooled.p99_ms:.3f} ms, median {a.pooled.median_ms:.3f} ms: p99/median "
+           f"{ratio:.2f}: " + met(ratio <= 2, "2 wanted")]
+    by_id = {r.id: r for r in rows}
+    if "cuda_graphs" in by_id and "hand_graph" in by_id:
+        c, h = by_id["cuda_graphs"].aggregate.step_ms, by_id["hand_graph"].aggregate.step_ms
+        out.append(f"  - compiled graph {c:.3f} ms vs hand-captured {h:.3f} ms: {c / h:.2f}x: "
+                   + met(c / h <= 1.2, "1.2x wanted"))
+    return out
+
+
+def _training_target(rows) -> list[str]:
+    ips = rows[-1].aggregate.throughput_per_s
+    return [f"  - last rung: {ips:,.0f} images/s: " + met(ips >= 18_000, f"{18_000 / ips:.2f}x short")]
+
+
 LADDERS = {
     "churn": LadderSpec(
         script="ladder.churn_serving",
         what="serving: batches of 512 requests from the test split, probabilities returned to the host",
+        target="the last rung's p99 at most 2x its median, at least 10x the naive throughput, and the compiled "
+               "graph's median within 1.2x of the hand-captured graph's",
+        judge=_serving_target, min_speedup=10,
         rungs=(
             RungSpec("naive", "naive", "the seed's pipeline: DataLoader over CPU tensors, copy per batch, "
                      "ProblematicChurnModel (extra ops, .item() in forward), torch.no_grad", SERVING),
@@ -77,6 +107,8 @@ LADDERS = {
     "resnet18": LadderSpec(
         script="ladder.resnet18_training",
         what="training: ResNet-18 on CIFAR-10, 224 px random-resized crops, Adam 1e-4",
+        target="the last rung at least 18,000 images/s at 224 px and at least 36x the naive throughput",
+        judge=_training_target, min_speedup=36,
         rungs=(
             RungSpec("naive", "naive", "the lab's baseline: PIL transforms in the training process (num_workers=0), "
                      "pageable copies, fp32, .item() metrics every step", TIGHT),

@@ -7,19 +7,20 @@ switches on the techniques of ladder.LADDERS["churn"] up to that rung; see `make
 import torch
 from torch.utils.data import TensorDataset
 
-from common import data, graphs, harness, models
+from common import data, graphs, harness
+from common.workloads import churn
 from ladder import rung_flag, switches
 from ladder.techniques import apply_compile, inference_context
 
 run = harness.start(__file__, __doc__, extend=rung_flag("churn"))
 on = switches("churn", run.args.rung, run.profile)  # a technique this device lacks stays off
-_, X_test, _, _ = data.churn_splits(run)
+_, X_test, _, _ = churn.splits(run)
 
 if on("ops_folded"):
     X_test = (X_test + 0.0001) * 1.0001  # the forward's two needless ops, applied once to the data
-    model = models.ChurnMLP(X_test.shape[1])
+    model = churn.ChurnMLP(X_test.shape[1])
 else:
-    model = models.ProblematicChurnModel(X_test.shape[1], host_sync=not on("no_host_syncs"))
+    model = churn.ProblematicChurnModel(X_test.shape[1], host_sync=not on("no_host_syncs"))
 model = model.to(run.device).eval()
 if on("cuda_graphs") and not on("hand_graph"):
     model = apply_compile(model, mode="reduce-overhead")  # CUDA graphs on GPU (plain Inductor on CPU)

@@ -6,7 +6,8 @@ ladder.LADDERS["resnet18"] up to that rung; see `make ladder`.
 """
 import torch
 
-from common import data, harness, models
+from common import data, harness
+from common.workloads import resnet18
 from ladder import rung_flag, switches
 from ladder.techniques import (
     adam,
@@ -23,7 +24,7 @@ run = harness.start(__file__, __doc__, extend=rung_flag("resnet18"))
 on = switches("resnet18", run.args.rung, run.profile)  # a technique this device lacks stays off
 cuda = run.device.type == "cuda"
 
-model = models.resnet18().to(run.device)
+model = resnet18.model().to(run.device)
 if on("channels_last"):
     model = apply_channels_last(model)
 optimizer = adam(model.parameters(), run.device, fused=on("fused_adam"), lr=1e-4)
@@ -34,13 +35,13 @@ criterion = torch.nn.CrossEntropyLoss()
 scaler = grad_scaler(run, enabled=on("amp"))
 
 if on("gpu_input"):
-    batches, loader_workers = data.cifar10_train_batches(run), 0  # uint8 images on the device, augmented there
+    batches, loader_workers = resnet18.train_batches(run), 0  # uint8 images on the device, augmented there
 elif on("loader_workers"):
     loader_workers = workers(run)
-    batches = data.loader(run, data.cifar10_train_dataset(run), num_workers=loader_workers, pin_memory=cuda,
+    batches = data.loader(run, resnet18.train_dataset(run), num_workers=loader_workers, pin_memory=cuda,
                           persistent_workers=True, prefetch_factor=4)
 else:
-    batches, loader_workers = data.loader(run, data.cifar10_train_dataset(run), num_workers=0), 0  # the lab's loader
+    batches, loader_workers = data.loader(run, resnet18.train_dataset(run), num_workers=0), 0  # the lab's loader
 syncs = not on("no_step_syncs")
 running_loss, correct, seen = (0.0, 0, 0) if syncs else (torch.zeros((), device=run.device),
                                                           torch.zeros((), device=run.device), 0)

@@ -194,7 +194,7 @@ def test_a_compiled_model_is_measured_without_a_recompilation(tmp_path):
     assert "| torch.compile | 1 graphs, 0 breaks, 0 recompiles |" in report(tmp_path)
 
 
-def test_on_a_gpu_the_resnet18_baseline_is_headlined_as_make_diagnose_does(tmp_path):
+def test_on_a_gpu_the_image_baseline_is_headlined_as_make_diagnose_does(tmp_path):
     """The lab's program on its GPU presets (batch 32, 224 px, no loader workers), both ways."""
     import torch
 

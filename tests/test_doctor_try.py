@@ -128,15 +128,18 @@ def test_host_syncs_in_the_loop_are_listed_as_lines_to_change_by_hand():
 
     from tests_helpers import run_result
 
+    script = REPO / "baselines" / "churn_mlp.py"
+    at = "churn_mlp.py:" + str(next(i for i, text in enumerate(script.read_text().splitlines(), 1)
+                                    if "running_loss += loss.item()" in text))
     result = run_result()
     result.evidence = type("Evidence", (), {"syncs_per_step": 1.0})()
-    obs = Observation(script=str(REPO / "baselines" / "churn_mlp.py"), argv=[], step="optimizer", steps_seen=9,
-                      ended="stopped", stage="measured", result=result, sync_lines={"churn_mlp.py:33": 1.0})
+    obs = Observation(script=str(script), argv=[], step="optimizer", steps_seen=9,
+                      ended="stopped", stage="measured", result=result, sync_lines={at: 1.0})
     (line,) = host_reads(obs)
-    assert line.startswith("churn_mlp.py:33: `running_loss += loss.item()")
+    assert line.startswith(f"{at}: `running_loss += loss.item()")
     assert "1 per step" in line and "sync_removal" in line
     result.evidence.syncs_per_step = 0.0  # none in the profiled steps: the counted line stands
-    obs.sync_lines = {"churn_mlp.py:33": 0.1}
+    obs.sync_lines = {at: 0.1}
     assert "(0.1 per step" in host_reads(obs)[0]
 
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from common.measure import gpu_monitor, memory, observer, profiling, timing
-from common.runners import gpucheck
+from common.runners import checks
 
 from conftest import REPO
 
@@ -23,7 +23,7 @@ from conftest import REPO
 
 def _named_tests() -> set[str]:
     """Every tests/....py (or tests/....py::name) a runner names, GPU_TESTS included."""
-    named = set(gpucheck.GPU_TESTS)
+    named = set(checks.GPU_TESTS)
     for path in (REPO / "common" / "runners").glob("*.py"):
         named |= set(re.findall(r"tests/[\w/]+\.py(?:::\w+)?", path.read_text()))
     return named
@@ -38,15 +38,16 @@ def test_every_test_a_runner_names_exists():
             defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
             assert test in defined, f"{name}: no such test in {file}"
     # the check's tests never start the check again
-    assert not {name.partition("::")[0] for name in gpucheck.GPU_TESTS} & {"tests/test_gpucheck.py",
+    assert not {name.partition("::")[0] for name in checks.GPU_TESTS} & {"tests/test_gpucheck.py",
                                                                           "tests/test_gpu_defects.py"}
 
 
+@pytest.mark.xdist_group("tour-lock")  # a check as a process takes the checkout's tour lock
 def test_the_checks_tests_target_passes_at_cpu_sizes(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "common.runners.gpucheck", "--smoke", "--only", "tests",
-                           "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env=os.environ)  # conftest's COOKBOOK_DATA_DIR and COOKBOOK_OFFLINE
-    log = tmp_path / "logs" / "tests.log"
+    proc = subprocess.run([sys.executable, "-m", "common.runners.tour", "--check", "--smoke", "--only", "tests",
+                           "--bundle", str(tmp_path / "bundle")], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env=os.environ)  # conftest's COOKBOOK_DATA_DIR and COOKBOOK_OFFLINE
+    log = tmp_path / "checks" / "logs" / "tests.log"
     assert proc.returncode == 0, proc.stdout + proc.stderr + (log.read_text()[-3000:] if log.exists() else "")
     assert proc.stdout.splitlines()[-1] == "gpu-check: 1 of 1 ok"
 
@@ -102,8 +103,8 @@ def _kill(pids: list[int]) -> None:
 
 def test_a_timeout_ends_the_targets_children_and_grandchildren(tmp_path):
     pid_file = tmp_path / "pids"
-    target = gpucheck.Target("spawns", ["-c", SPAWNS, str(pid_file)])
-    ok, line = gpucheck.run(target, tmp_path / "spawns.log", 2)
+    target = checks.Target("spawns", ["-c", SPAWNS, str(pid_file)])
+    ok, line = checks.run(target, tmp_path / "spawns.log", 2)
     pids = _pids(pid_file, within=1)
     try:
         assert not ok and "timed out after 2 s" in line
@@ -120,8 +121,8 @@ SPAWNS_A_SESSION = SPAWNS.replace("g = subprocess.Popen(['sleep', '300'])",
 
 def test_a_timeout_ends_a_grandchild_that_left_the_group(tmp_path):
     pid_file = tmp_path / "pids"
-    target = gpucheck.Target("spawns", ["-c", SPAWNS_A_SESSION, str(pid_file)])
-    ok, line = gpucheck.run(target, tmp_path / "spawns.log", 2)
+    target = checks.Target("spawns", ["-c", SPAWNS_A_SESSION, str(pid_file)])
+    ok, line = checks.run(target, tmp_path / "spawns.log", 2)
     pids = _pids(pid_file, within=1)
     try:
         assert not ok and "timed out after 2 s" in line
@@ -130,14 +131,15 @@ def test_a_timeout_ends_a_grandchild_that_left_the_group(tmp_path):
         _kill(pids)
 
 
+@pytest.mark.xdist_group("tour-lock")
 def test_a_kill_of_the_check_ends_its_targets(tmp_path):
     """The targets run in their own sessions, which a signal to the check's process group misses:
     the check ends them itself."""
     pid_file = tmp_path / "pids"
-    code = ("import sys; from common.runners import gpucheck\n"
-            f"t = gpucheck.Target('spawns', ['-c', {SPAWNS!r}, {str(pid_file)!r}])\n"
-            "gpucheck.targets = lambda smoke, out: [t]\n"
-            f"sys.exit(gpucheck.main(['--smoke', '--out', {str(tmp_path)!r}]))")
+    code = ("import sys; from common.runners import checks, tour\n"
+            f"t = checks.Target('spawns', ['-c', {SPAWNS!r}, {str(pid_file)!r}])\n"
+            "checks.targets = lambda smoke, out: [t]\n"
+            f"sys.exit(tour.tour(['--check', '--smoke', '--no-zygote', '--bundle', {str(tmp_path / 'b')!r}]))")
     check = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
     pids = []

@@ -9,8 +9,7 @@ import sys
 from conftest import REPO
 
 BASE = {"errors", "cli", "presets", "env", "catalog", "spec", "startup"}  # shared by every layer, torch-free
-API = {"harness", "data", "models", "graphs", "inference_sweep", "server", "distributed",  # the scripts import
-       "compile_cache", "dropout_check"}  # and a device check built on them
+API = {"harness", "data", "graphs", "server", "distributed", "compile_cache"}  # the scripts import
 LAYERS = {  # layer -> the layers it may import, besides its own
     "base": set(),
     "analysis": {"base"},
@@ -96,3 +95,33 @@ def test_the_parent_side_imports_no_torch():
              "print(sorted(k for k in ('torch', 'torchvision') if k in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def _docstrings(tree) -> set[int]:
+    nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))]
+    return {id(n.body[0].value) for n in nodes if n.body and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant) and isinstance(n.body[0].value.value, str)}
+
+
+def test_no_code_outside_the_workloads_names_one():
+    """A runner, the CLI, the harness and the renderers learn the workloads from their specs: no string or
+    name in their code is a workload's (a docstring or a comment may cite where a figure was measured)."""
+    import re
+
+    from common.workloads import workload_names
+
+    named = re.compile(r"\b(" + "|".join(workload_names()) + r")\b")
+    found = []
+    for path in sorted((REPO / "common").rglob("*.py")):
+        if path.parent.name == "workloads":
+            continue
+        tree = ast.parse(path.read_text())
+        skip = _docstrings(tree)
+        for node in ast.walk(tree):
+            literal = isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip
+            text = (node.value if literal
+                    else node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                    else node.name if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else "")
+            if named.search(text):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: {text[:60]!r}")
+    assert not found, found

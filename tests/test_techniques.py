@@ -6,6 +6,7 @@ from torch.utils.data import TensorDataset
 
 from common import data, graphs
 from common.measure import trainstate
+from common.workloads import resnet18
 from common.workloads.device_batches import DeviceBatches
 
 WORKLOADS = ("churn", "resnet18")
@@ -16,9 +17,9 @@ def test_the_device_pipeline_makes_nhwc_batches_when_asked():
     run = type("Run", (), {"data": "synthetic", "batch_size": 4, "image_size": 32, "device": torch.device("cpu"),
                            "generator": torch.Generator().manual_seed(0),
                            "record_data_source": lambda self, source: None})()
-    images, _ = next(iter(data.cifar10_train_batches(run, channels_last=True)))
+    images, _ = next(iter(resnet18.train_batches(run, channels_last=True)))
     assert images.is_contiguous(memory_format=torch.channels_last) and images.shape == (4, 3, 32, 32)
-    images, _ = next(iter(data.cifar10_train_batches(run)))
+    images, _ = next(iter(resnet18.train_batches(run)))
     assert images.is_contiguous()
 
 
@@ -32,16 +33,16 @@ def test_batchnorm_statistics_are_updated_once_per_step():
     import torch
     from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
-    from common import models
+    from common.workloads import resnet18
 
     torch.manual_seed(0)
-    plain = models.resnet18_stages()
+    plain = resnet18.stages()
     checkpointed = copy.deepcopy(plain)
     policy = _fast_twin_policy()
 
     def contexts(stage):
         forward, recompute = create_selective_checkpoint_contexts(policy)
-        return forward, models.batchnorm_stats_kept(stage, recompute)
+        return forward, resnet18.batchnorm_stats_kept(stage, recompute)
 
     for _ in range(3):
         x = torch.randn(2, 3, 32, 32)
@@ -149,7 +150,7 @@ def test_loader_batches_match_device_batches():
 def test_seeded_augmentation_is_the_same_in_any_process_and_new_each_epoch():
     images = [(torch.rand(3, 8, 8), 1) for _ in range(4)]
     augment = lambda x: x * torch.rand(1)  # noqa: E731
-    ds = data.SeededAugmentation(images, augment, seed=0)
+    ds = resnet18.SeededAugmentation(images, augment, seed=0)
     first = ds[(0, 2)][0]
     torch.rand(5)  # whatever the process drew in between
     assert torch.equal(first, ds[(0, 2)][0])

@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch.utils import benchmark
 
-from common import harness, models
+from common import harness
 from common.runners import compare
-from common.workloads import telco
+from common.workloads import churn, telco
 from common.workloads.device_batches import DeviceBatches
 from recipes import amp
 
@@ -33,7 +33,7 @@ def churn_twins():
     twins = {}
     for variant in ("slow", "fast"):
         torch.manual_seed(42)
-        model = models.ChurnMLP(X.shape[1])
+        model = churn.ChurnMLP(X.shape[1])
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
         criterion = torch.nn.BCELoss()
         g = torch.Generator().manual_seed(42)

@@ -128,6 +128,7 @@ def test_the_bundle_is_at_most_8_files_of_the_limit_each_and_says_what_it_left_o
     assert all(n.startswith("traces/") for n in left_out)  # results first: the traces give way
 
 
+@pytest.mark.xdist_group("tour-lock")  # a tour as a process takes the checkout's lock
 def test_a_tour_killed_mid_pair_keeps_every_finished_pair_and_finalize_renders_it_as_compare_does(tmp_path,
                                                                                                    monkeypatch):
     bundle = tmp_path / "bundle"
@@ -225,13 +226,13 @@ def test_on_a_gpu_the_runners_read_the_sittings_probe_and_fork_without_the_cpu_w
 
 
 def test_gpu_check_on_a_gpu_runs_one_target_at_a_time_and_its_tests_with_fresh_children(tmp_path):
-    from common.runners import gpucheck
+    from common.runners import checks
 
-    tests = next(t for t in gpucheck.targets(False, tmp_path) if t.name == "tests")
+    tests = next(t for t in checks.targets(False, tmp_path) if t.name == "tests")
     assert tests.env == {"COOKBOOK_ZYGOTE": "0"} and "-v" in tests.cmd
-    assert next(t for t in gpucheck.targets(True, tmp_path) if t.name == "tests").env is None
-    assert gpucheck.parse_args([]).jobs is None
-    assert (gpucheck.default_jobs(False), gpucheck.default_jobs(True)) == (1, 4)  # a GPU, a CPU
+    assert next(t for t in checks.targets(True, tmp_path) if t.name == "tests").env is None
+    assert tour.parse_args(["--check"]).jobs is None
+    assert (checks.default_jobs(False), checks.default_jobs(True)) == (1, 4)  # a GPU, a CPU
 
 
 def test_a_primed_pair_is_predicted_with_its_priming_process_at_its_recipes_own_default():

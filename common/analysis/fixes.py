@@ -28,7 +28,8 @@ _TAUGHT = sorted((f.place, recipe, f) for recipe in catalog.available() for f in
 FIXES = {f.name: Fix(f.name, recipe, f.pair, f.how, f.gpu_only, f.needs) for _, recipe, f in _TAUGHT}
 LINES = {f.name: list(f.lines) for _, _, f in _TAUGHT}
 # a fix only the tests know: its training is broken on purpose (the learning rate zeroed), so parity must fail
-BROKEN = Fix("zero_lr", "fused_ops", "churn", "every optimizer's learning rate set to 0 (a test's broken fix)")
+BROKEN = Fix("zero_lr", "fused_ops", catalog.spec("fused_ops").doctor_fixes[0].pair,
+             "every optimizer's learning rate set to 0 (a test's broken fix)")
 
 
 def test_fixes_on() -> bool:

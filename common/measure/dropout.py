@@ -2,7 +2,7 @@
 vector of 16 bytes (aten/src/ATen/native/cuda/Dropout.cu, get_vector_size): 4 fp32 elements, 8 bf16
 ones, so under one seed an fp32 twin and a 16-bit twin drop other units; a CPU's draws fp32's mask
 whatever the dtype. `SharedMasks`: the harness's remedy over the checked stages; `DtypeMasks`: CUDA's
-behaviour on a CPU, for the tests and the simulated GPU profiles; `python -m common.dropout_check`
+behaviour on a CPU, for the tests and the simulated GPU profiles; `python -m recipes.amp.dropout_check`
 measures both on a device."""
 import sys
 

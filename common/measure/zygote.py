@@ -32,12 +32,13 @@ import threading
 import traceback
 
 from common.measure import timeline
+from common.workloads import workload_names
 
 # what the recipe scripts, the baselines and the doctor's child import (never a module run as
 # __main__: runpy would warn that it is imported already)
 PRELOAD = ("numpy", "torch", "torch._dynamo", "torch.profiler", "torch.utils.flop_counter", "torchvision",
-           "common.harness", "common.data", "common.models", "common.graphs", "common.measure.fixes",
-           "common.measure.settings")
+           "common.harness", "common.data", "common.graphs", "common.measure.fixes", "common.measure.settings",
+           *(f"common.workloads.{w}" for w in workload_names()))
 
 
 def serve(path: str, cpu_inductor: bool = True) -> None:

@@ -18,9 +18,9 @@ from common.analysis.results import (
     read_result,
 )
 from common.errors import CookbookError, exit_with
-from common.presets import WORKLOADS
 from common.render import page, plots
 from common.render.report import evidence_keys, verdict
+from common.workloads import workload_names
 
 HEADER = """# Reports
 
@@ -120,12 +120,12 @@ def _figure(table):
 def _beyond_recipes(reports_dir: Path) -> list[str]:
     """Links to the diagnoses and ladders present, with their headline from the saved results."""
     out = []
-    for w in WORKLOADS:
+    for w in workload_names():
         md = reports_dir / f"baseline_{w}.md"
         if md.exists():
             verdict = next((line.strip("*.") for line in md.read_text().splitlines() if line.startswith("**")), "")
             out.append(f"- [Diagnosis of the {w} baseline](baseline_{w}.md): {verdict}")
-    for w in WORKLOADS:
+    for w in workload_names():
         path = reports_dir / "results" / "ladder" / f"{w}.json"
         if (reports_dir / f"ladder_{w}.md").exists() and path.exists():
             try:

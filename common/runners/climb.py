@@ -19,9 +19,9 @@ from common.analysis.aggregate import aggregate, parity, parity_failure
 from common.analysis.results import LadderRounds, LadderSummary, Rung, write_result
 from common.cli import OneLineParser, check_script_flags, split_passthrough
 from common.errors import CookbookError, exit_with
-from common.presets import WORKLOADS
 from common.render.ladder import render
 from common.runners import launch
+from common.workloads import workload_names
 
 
 def parse_args(argv):
@@ -119,8 +119,8 @@ def summarize(workload, runs, failures, rounds, mode, command, cpus=(), skip=Non
 def check(args) -> None:
     """What the ladders will be given, checked before any rung runs: the --data paths as their loaders
     read them, and the flags after -- as each ladder script's parser reads them."""
-    launch.data_flags(args.data, WORKLOADS)
-    launch.check_data(args.data, WORKLOADS)  # every path given
+    launch.data_flags(args.data, workload_names())
+    launch.check_data(args.data, workload_names())  # every path given
     if args.script_args:
         for w in args.workloads or list(ladder.LADDERS):
             spec = ladder.spec(w)

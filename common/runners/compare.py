@@ -45,9 +45,9 @@ from common.cli import (
     split_passthrough,
 )
 from common.errors import CookbookError, exit_with
-from common.presets import WORKLOADS
 from common.runners import budget, launch, nodes, pipeline
 from common.spec import Budget
+from common.workloads import workload_names
 
 MIN_ROUNDS, MAX_ROUNDS = 3, 10
 
@@ -189,8 +189,8 @@ def make_plan(argv) -> Plan:
                                 f"{MIN_ROUNDS}): the nodes cannot agree on an adaptive number")
         rounds = Rounds(args.rounds or (1 if args.smoke else MIN_ROUNDS), args.rounds or (1 if args.smoke else
                                                                                            MIN_ROUNDS), fixed=True)
-    data = launch.data_flags(args.data, WORKLOADS)  # per workload; a pair takes its workload's
-    launch.check_data(args.data, WORKLOADS)
+    data = launch.data_flags(args.data, workload_names())  # per workload; a pair takes its workload's
+    launch.check_data(args.data, workload_names())
     cpus = launch.cpu_set(args.cpus)
     overrides = spec.defaults
     if args.script_args:  # as each pair's scripts will read them

@@ -1,6 +1,6 @@
-"""The seed's four-phase diagnosis as a command: `make diagnose-churn`, `make diagnose-resnet18`.
+"""The seed's four-phase diagnosis as a command: `make diagnose-<workload>`.
 
-    python -m common.runners.diagnose churn|resnet18 [--smoke] [--device auto|cuda|cpu] [--data synthetic|WORKLOAD=PATH]
+    python -m common.runners.diagnose WORKLOAD [--smoke] [--device auto|cuda|cpu] [--data synthetic|WORKLOAD=PATH]
     python -m common.runners.diagnose --script path/to/my_script.py      # any harness script
 
 It runs the workload's naive baseline (baselines/) once with per-phase timing and memory recording,
@@ -21,24 +21,23 @@ from common.analysis.diagnosis import analyse
 from common.analysis.results import write_result
 from common.cli import OneLineParser, check_script_flags, split_passthrough
 from common.errors import CookbookError, exit_with
-from common.presets import WORKLOADS
 from common.render.diagnosis import render
 from common.runners import launch
-
-BASELINES = {"churn": "baselines.churn_mlp", "resnet18": "baselines.resnet18_cifar10"}
+from common.workloads import workload_names, workload_spec
 
 
 def parse_args(argv):
     p = OneLineParser(prog="python -m common.runners.diagnose", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("workload", nargs="?", choices=WORKLOADS, help="diagnose this workload's baseline")
+    p.add_argument("workload", nargs="?", choices=[w for w in workload_names() if workload_spec(w).baseline],
+                   help="diagnose this workload's baseline")
     p.add_argument("--script", help="diagnose another harness script instead (a path)")
     launch.add_flags(p)
     own, script_args = split_passthrough(argv)
     args = p.parse_args(own)
     args.script_args = script_args
     if (args.workload is None) == (args.script is None):
-        p.error("give a workload (churn or resnet18) or --script PATH, not both")
+        p.error(f"give a workload ({' or '.join(workload_names())}) or --script PATH, not both")
     if args.script and not Path(args.script).is_file():
         raise CookbookError(f"--script {args.script}: no such file")
     return args
@@ -51,18 +50,18 @@ def main(argv=None) -> int:
     reports = Path(args.reports_dir)
     name = args.workload or Path(args.script).stem
     workload = args.workload or catalog.identify(args.script)[1]
-    data = launch.data_flags(args.data, WORKLOADS)[workload]
-    launch.check_data(args.data, WORKLOADS)  # every path given, as its loader reads it
+    data = launch.data_flags(args.data, workload_names())[workload]
+    launch.check_data(args.data, workload_names())  # every path given, as its loader reads it
     cpus = launch.cpu_set(args.cpus)
     if args.script_args:  # as the script's parser reads them; a --script may add flags of its own
         import baselines
 
         check_script_flags(args.script_args, workload, {} if args.script else baselines.DEFAULTS,
-                           prog=str(args.script) if args.script else f"python -m {BASELINES[workload]}",
+                           prog=str(args.script) if args.script else f"python -m {workload_spec(workload).baseline}",
                            reserved=("out", "trace_dir", "memory_dir"), known_only=bool(args.script))
     out_dir = launch.output_folder(reports, "diagnose", name)  # checked ...
     launch.make_folder(out_dir, reports)  # ... and created once every input has passed
-    target = ["-m", BASELINES[args.workload]] if args.workload else [str(Path(args.script).resolve())]
+    target = ["-m", workload_spec(args.workload).baseline] if args.workload else [str(Path(args.script).resolve())]
     flags = ["--phase-timing", "--memory-dir", str(out_dir / "memory"),
              "--trace-dir", str(reports / "traces" / "diagnose" / name),
              "--device", args.device] + (["--smoke"] if args.smoke else [])

@@ -34,7 +34,7 @@ from common.analysis.device import DeviceProfile
 from common.analysis.results import Failure, RunResult, read_result, write_result
 from common.cli import positive_int
 from common.errors import EXIT_OOM, CookbookError
-from common.presets import WORKLOADS
+from common.workloads import resolve, workload_names, workload_spec
 
 LOG_TAIL = 15  # lines of a failed run's log shown in the terminal and the report
 WARM_START_S = 120  # the fork server's start, at most: past it each child starts as a fresh interpreter
@@ -43,8 +43,9 @@ WARM_START_S = 120  # the fork server's start, at most: past it each child start
 def add_flags(p: argparse.ArgumentParser, rounds_help: str | None = None) -> None:
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     p.add_argument("--data", action="append", default=[], metavar="synthetic|WORKLOAD=PATH",
-                   help="data for the scripts: 'synthetic' for all, or churn=FILE.csv / resnet18=CIFAR_ROOT "
-                        "(repeatable); default: the real source, else a synthetic stand-in")
+                   help="data for the scripts: 'synthetic' for all, or "
+                        + " / ".join(f"{w}={workload_spec(w).data_help}" for w in workload_names())
+                        + " (repeatable); default: the real source, else a synthetic stand-in")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: a quick CPU check of the whole pipeline")
     p.add_argument("--cpus", metavar="LIST", help="pin every child process to these cores, e.g. 1-15 or 0,2,4 "
                    "(default: all usable cores, less core 0 where there are 4 or more)")
@@ -65,28 +66,21 @@ def data_flags(values: list[str], workloads) -> dict[str, list[str]]:
                 flags[w] = ["--data", "synthetic"]
             continue
         workload, sep, path = value.partition("=")
-        if not sep or workload not in WORKLOADS or not path:
+        if not sep or workload not in workload_names() or not path:
             raise CookbookError(f"--data {value!r}: use 'synthetic' or WORKLOAD=PATH with WORKLOAD one of "
-                                f"{', '.join(WORKLOADS)}")
+                                f"{', '.join(workload_names())}")
         if workload in flags:  # absolute: the scripts run from the repository root
             flags[workload] = ["--data", path if path == "synthetic" else str(Path(path).expanduser().absolute())]
     return flags
 
 
 def check_data(values: list[str], workloads) -> None:
-    """Every `--data WORKLOAD=PATH` among `workloads` read by that workload's loader check (the
-    Telco CSV's columns, the CIFAR-10 batch files), so that a bad path is one line before any run."""
+    """Every `--data WORKLOAD=PATH` among `workloads` read as that workload's loader reads it (its spec's
+    check), so that a bad path is one line before any run."""
     for workload, flags in data_flags(values, workloads).items():
         if not flags or flags[1] == "synthetic":
             continue
-        if workload == "churn":
-            from common.workloads import telco
-
-            telco.read_csv(Path(flags[1]))
-        elif workload == "resnet18":
-            from common.workloads import cifar10
-
-            cifar10.check_folder(Path(flags[1]))
+        resolve(workload_spec(workload).check)(Path(flags[1]))
 
 
 def seen() -> dict:

@@ -172,7 +172,7 @@ async def answers(url: str, rows: list[list[float]], concurrency: int = 64) -> l
         async def one(row):
             async with gate:
                 r = await client.post(url, content=json.dumps({"features": row}))
-                return r.json()["churn_probability"] if r.status_code == 200 else None
+                return next(iter(r.json().values())) if r.status_code == 200 else None  # {answer: p}
         return list(await asyncio.gather(*(one(r) for r in rows)))
 
 

@@ -19,9 +19,9 @@ from common.analysis import ncu
 from common.analysis.results import atomic_write_text
 from common.cli import OneLineParser, check_script_flags, pick, positive_int, split_passthrough
 from common.errors import CookbookError, exit_with
-from common.presets import WORKLOADS
 from common.render import ncu as render
 from common.runners import launch
+from common.workloads import workload_names
 
 STEP = 1  # the timed step profiled: the second, so that nothing of the first timed step's start is in it
 # NVTX: the harness's ranges live in the "cookbook" domain with the nvtx package, in the default one without
@@ -36,7 +36,7 @@ def parse_args(argv):
     p = OneLineParser(prog="python -m common.runners.ncu", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("recipe")
-    p.add_argument("--workloads", metavar="LIST", help="only these pairs, e.g. resnet18 (default: all)")
+    p.add_argument("--workloads", metavar="LIST", help="only these pairs, comma-separated (default: all)")
     p.add_argument("--top", type=positive_int, default=12, help="kernels shown per twin, heaviest first (default 12)")
     p.add_argument("--phase", choices=sorted(PHASES), default="step",
                    help="step: every kernel of the step (default); forward: the forward's only")
@@ -59,7 +59,7 @@ def check(args):
     pairs = pick("--workloads", args.workloads, catalog.workloads(recipe), f"{recipe} pair")
     if args.device == "cpu":
         raise CookbookError("--device cpu: ncu profiles CUDA kernels; run it on a GPU")
-    launch.check_data(args.data, WORKLOADS)
+    launch.check_data(args.data, workload_names())
     for pair in pairs:
         check_script_flags(args.script_args, catalog.workload_of(pair), spec.defaults, pair,
                            prog=f"python -m recipes.{recipe}.{pair}_slow", reserved=RESERVED)
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     recipe, pairs, tool, folder, cpus = check(args)
     reports = Path(args.reports_dir)
     launch.make_folder(folder, reports)
-    data = launch.data_flags(args.data, WORKLOADS)
+    data = launch.data_flags(args.data, workload_names())
     found = []
     for pair in pairs:
         flags = ["--device", "cuda", "--steps", str(STEP + 1), "--min-time", "0", "--profile-steps", "0",

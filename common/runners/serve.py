@@ -31,6 +31,7 @@ from common.errors import CookbookError, exit_with
 from common.render import trace_page
 from common.runners import launch
 from common.runners.load import answers, offer, run
+from common.workloads import resolve, workload_spec
 
 START_TIMEOUT_S = 300  # the first start builds the trained weights and, for the fast twin, its AOT package
 DRAIN_TIMEOUT_S = 60
@@ -336,11 +337,9 @@ def _drain(twin: Twin, bodies: list[bytes]) -> dict:
 
 def serve_all(plan: Plan) -> dict:
     """Every pair's rounds; the results written as they come."""
-    from common.workloads import telco
-
-    data_arg = dict(zip(*[iter(launch.data_flags(plan.data, ["churn"])["churn"])] * 2)).get("--data")
-    _, X_test, _, _, _ = telco.load(data_arg)
-    rows = X_test.tolist()
+    workload = catalog.workload_of(plan.pairs[0])  # a served recipe's pairs serve one workload
+    data_arg = dict(zip(*[iter(launch.data_flags(plan.data, [workload])[workload])] * 2)).get("--data")
+    rows = resolve(workload_spec(workload).requests)(data_arg)
     out = {}
     for pair in plan.pairs:
         for variant in ("slow", "fast"):  # what a twin builds ahead of time, outside every timing

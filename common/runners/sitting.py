@@ -13,23 +13,18 @@ import math
 from dataclasses import dataclass, field
 from statistics import median
 
+from common.spec import GPU_CLASSES
+
 # the noise floor, the design card's six, the other single-GPU techniques, then compilation in every process
 # and the served pair: what a reader of the README's GPU column asks for first
 READER_ORDER = ("aa", "amp", "dataloader", "sync_removal", "fused_ops", "compile", "checkpointing", "channels_last",
                 "cuda_graphs", "precision", "grad_accumulation", "folded_ops", "set_to_none", "cold_start", "serving")
 
-# Timed steps a process of each GPU class can afford in a sitting, per workload: the recipes' own batch and
-# image sizes stay (each pair's regime), only the number of steps is capped. The caps bind where a step is
-# slow (a T4's fp32 ResNet-18 step at amp's batch 256 and 224 px is about half a second): --steps is a
-# floor under --min-time's 2 s of steps, so a fast step still times 2 s. Keyed by what the name holds; a
-# GPU none of them names takes the class of its compute capability.
-CLASSES = {
-    "T4": {"resnet18": {"steps": 30, "warmup": 5}},
-    "L4": {"resnet18": {"steps": 40, "warmup": 8}},
-    "A100": {},
-    "H100": {},
-    "H200": {},
-}
+# The GPU classes a sitting sizes for. A workload whose step is slow on a class caps its timed steps there
+# (its spec's gpu_class_steps): the recipes' own batch and image sizes stay (each pair's regime), only the
+# number of steps is capped. --steps is a floor under --min-time's 2 s of steps, so a fast step still times
+# 2 s. Matched by what the name holds; a GPU none of them names takes the class of its compute capability.
+CLASSES = GPU_CLASSES
 
 
 # NVIDIA's datasheet peaks (dense fp32 TFLOP/s, memory GB/s) for a plan made where the GPU's ceilings are not
@@ -58,10 +53,10 @@ def gpu_class(name: str, capability: list[int] | None) -> str:
 
 def steps_share(cls: str | None, workload: str) -> float:
     """The share of a process's steps (warm-up and timed, the presets' on a GPU) that this class's caps keep."""
-    from common.presets import PRESETS
+    from common.workloads import workload_spec
 
-    preset = PRESETS.get(workload, {}).get("cuda", {})
-    caps = CLASSES.get(cls or "", {}).get(workload, {})
+    preset = workload_spec(workload).sizes["cuda"]
+    caps = workload_spec(workload).gpu_class_steps.get(cls or "", {})
     full = preset.get("steps", 0) + preset.get("warmup", 0)
     kept = caps.get("steps", preset.get("steps", 0)) + caps.get("warmup", preset.get("warmup", 0))
     return min(1.0, kept / full) if full else 1.0
@@ -69,7 +64,9 @@ def steps_share(cls: str | None, workload: str) -> float:
 
 def step_flags(cls: str, workload: str) -> list[str]:
     """The script flags that cap a process's steps on this class (none where its presets fit)."""
-    caps = CLASSES.get(cls, {}).get(workload, {})
+    from common.workloads import workload_spec
+
+    caps = workload_spec(workload).gpu_class_steps.get(cls, {})
     return [f for key, value in caps.items() for f in (f"--{key}", str(value))]
 
 

@@ -22,11 +22,11 @@ from common.analysis.regime import crossover
 from common.analysis.results import Point, SweepResult, write_result
 from common.cli import OneLineParser, check_script_flags, check_value, split_passthrough
 from common.errors import CookbookError, exit_with
-from common.presets import WORKLOADS
 from common.render import index
 from common.render.sweep import render
 from common.runners import launch
 from common.spec import Sweep
+from common.workloads import workload_names
 
 
 def parse_args(argv):
@@ -98,7 +98,7 @@ def make_plan(argv) -> SweepPlan:
     pair = spec.pair
     workload = catalog.workload_of(pair)
     data = launch.data_flags(args.data, [workload])[workload]
-    launch.check_data(args.data, WORKLOADS)  # every path given, read as its loader reads it
+    launch.check_data(args.data, workload_names())  # every path given, read as its loader reads it
     cpus = launch.cpu_set(args.cpus)
     if args.script_args:
         knob = spec.flag.lstrip("-").replace("-", "_")  # the sweep sets it: --values, not -- --batch-size

@@ -1,5 +1,5 @@
-"""`make tour`: the whole cookbook on one GPU in one sitting. The noise floor first (the A/A: amp's churn
-slow twin against itself), then the main pair of every recipe that runs on one GPU (its spec's
+"""`make tour`: the whole cookbook on one GPU in one sitting. The noise floor first (the A/A: amp's slow
+twin of the noise-floor workload against itself), then the main pair of every recipe that runs on one GPU (its spec's
 main: catalog.main_pair) in the order a reader needs them, each pair one `compare` of 3 alternating
 rounds, one process on the GPU at a time; its line as it ends. The analysis waits for any machine:
 
@@ -40,7 +40,8 @@ from common import catalog, env
 from common.analysis.results import Comparison, atomic_write_bytes, atomic_write_text, file_lock, read_result
 from common.cli import OneLineParser, pick, positive_int
 from common.errors import CookbookError, exit_with
-from common.runners import launch, sitting
+from common.runners import checks, launch, sitting
+from common.workloads import noise_floor_workload, resolve, workload_names, workload_spec
 
 LEDGER = env.REPO_ROOT / "reports" / "tour_ledger.json"
 MAX_FILES, VOLUME_BYTES = 8, 16 * 2**20  # what a hosted notebook downloads in one go
@@ -81,7 +82,7 @@ class Done:
 def legs(profile, gpus: int, only: list[str] | None = None) -> tuple[list[Leg], dict[str, str]]:
     """The tour's pairs in the order a reader needs them (sitting.order) and, for each recipe left out,
     why: the A/A, then every recipe's main pair that runs on one GPU and has what it needs here."""
-    plan, skipped = [Leg(FIRST, "amp", "churn", aa=True)], {}
+    plan, skipped = [Leg(FIRST, "amp", noise_floor_workload(), aa=True)], {}
     for r in sorted(catalog.available()):
         if catalog.spec(r).distributed:
             skipped[r] = "data-parallel: needs 2 or more GPUs, one per rank (make recipe-" + r + ")"
@@ -238,7 +239,7 @@ def _stop(proc) -> None:
 
 
 def pair_line(leg: Leg, comparison: Comparison | None, seconds: float, left: float, status: str) -> str:
-    """`resnet18 amp: 1.40x (95% 1.40-1.40), parity ok, 71 s, 409 s left`; "BUSY MACHINE" after the parity where
+    """`amp/<pair>: 1.40x (95% 1.40-1.40), parity ok, 71 s, 409 s left`; "BUSY MACHINE" after the parity where
     other processes took CPU a twin's timed steps needed."""
     head = f"{'A/A ' if leg.aa else ''}{leg.recipe}/{leg.pair}"
     entry = comparison.workloads.get(leg.pair) if comparison else None
@@ -386,6 +387,12 @@ def parse_args(argv):
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     p.add_argument("--data", action="append", default=[], help="passed to each pair (compare --data)")
     p.add_argument("--no-zygote", action="store_true", help="start every child as a fresh interpreter")
+    p.add_argument("--check", action="store_true",
+                   help="make gpu-check: every target once, small (the GPU tests, every recipe, sweep, ladder, "
+                        "diagnosis and the doctor), one line each; --only then names targets (see --list)")
+    p.add_argument("--jobs", type=positive_int, help="--check: targets at a time (default: 1 on a GPU, 4 with --smoke)")
+    p.add_argument("--again", action="store_true",
+                   help="--check: every target, also those an earlier sitting passed at this commit on this device")
     return p.parse_args(argv)
 
 
@@ -395,26 +402,29 @@ def prepare_data(plan: list[Leg], args) -> None:
     preflight's 30 s), and no pair's first process pays it. Where the data comes from is decided here
     once (datasource.decide): the children never probe the network, which on a machine that drops its
     traffic cost each of them a 10 s time-out."""
-    from common.presets import WORKLOADS
-    from common.workloads import cifar10, datasource, telco
+    from common.workloads import datasource
 
-    sets = {"churn": ("telco", telco.locate, telco.load), "resnet18": ("cifar10", cifar10.locate, cifar10.load_train)}
-    for workload, flags in launch.data_flags(args.data, WORKLOADS).items():
+    for workload, flags in launch.data_flags(args.data, workload_names()).items():
         if workload in {leg.workload for leg in plan}:
             t0 = time.perf_counter()
-            name, locate, load = sets[workload]
+            spec = workload_spec(workload)
             given = flags[1] if flags else None
-            if given is None:
-                found = locate(None)
-                datasource.decide(name, found[0], found[-1])
-            *_, source = load(given)
+            if given is None and spec.locate:
+                found = resolve(spec.locate)(None)
+                datasource.decide(spec.dataset or workload, found[0], found[-1])
+            *_, source = resolve(spec.load)(given)
             print(f"data  {workload}: {getattr(source, 'kind', source)} ({time.perf_counter() - t0:.1f} s)", flush=True)
 
 
 def preflight(plan: list[Leg], work: Path, args) -> str | None:
-    """One child per workload starts CUDA and runs a step, within PREFLIGHT_S in all; why not, or None."""
+    """One child per workload (the slow twin of its first stepped leg) starts CUDA and runs a step, within
+    PREFLIGHT_S in all; why not, or None."""
     t0 = time.perf_counter()
-    for workload in dict.fromkeys(leg.workload for leg in plan):
+    firsts = {}
+    for leg in plan:
+        if not leg.served:
+            firsts.setdefault(leg.workload, leg)
+    for workload, leg in firsts.items():
         left = PREFLIGHT_S - (time.perf_counter() - t0)
         flags = ["--steps", "1", "--warmup", "1", "--profile-steps", "0", "--probe-steps", "0", "--min-time", "0",
                  "--device", args.device, "--trace-dir", str(work / "preflight")]
@@ -422,7 +432,7 @@ def preflight(plan: list[Leg], work: Path, args) -> str | None:
                                              if d == "synthetic" or d.startswith(workload + "=")]
         out = work / "preflight" / f"{workload}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
-        outcome = launch.child(["-m", f"recipes.amp.{workload}_slow"], flags, out, timeout=max(left, 1.0))
+        outcome = launch.child(["-m", catalog.module(leg.recipe, leg.pair, "slow")], flags, out, timeout=max(left, 1.0))
         if outcome.kind != "ok":
             tail = "; ".join(outcome.tail[-2:]) if outcome.tail else f"{outcome.kind} after {outcome.seconds:.0f} s"
             return f"a {workload} child could not run a step within {PREFLIGHT_S:.0f} s: {tail} (log {outcome.log})"
@@ -466,6 +476,8 @@ def _tour(argv, clock, run, check, alone=True) -> int:
         args.device = "cpu"
     cuda = launch.use_cuda(args.device)
     profile = launch.device_profile(cuda)
+    if args.check:
+        return check_sitting(args, profile, started, clock)
     plan, skipped = legs(profile, launch.cuda_device_count() if cuda else 0)
     only = pick("--only", args.only, [leg.name for leg in plan], "leg") if args.only else None
     plan = [leg for leg in plan if not only or leg.name in only]
@@ -475,13 +487,7 @@ def _tour(argv, clock, run, check, alone=True) -> int:
         launch.ensure_ceiling(True)  # measured once per machine: the plan scales its defaults by them
     ceilings = sitting.read_ceilings(ceiling_cache(), profile.name) if cls else None
     commit = env.git_commit()
-    root = env.REPO_ROOT / "reports" / "results" / "tour" / f"{slug(key)}-{commit[:12]}"
-    bundle = Path(args.bundle).absolute() if args.bundle else root / "bundle"
-    manifest = read_manifest(bundle)
-    if manifest and (manifest.get("commit"), manifest.get("device")) != (commit, key):
-        raise CookbookError(f"{bundle} holds a tour of {manifest.get('device')} at {manifest.get('commit')}: "
-                            f"this is {key} at {commit}; pass another --bundle (a pair's processes never mix code "
-                            "or GPUs)")
+    root, bundle, manifest = open_bundle(args, key, commit)
     costs = (manifest or {}).get("costs", {})
     todo = [leg for leg in plan if leg.name not in (manifest or {}).get("legs", {})]
     cost_of = functools.partial(predicted, ledger=ledger, key=key, rounds=args.rounds, bundle_costs=costs,
@@ -502,14 +508,7 @@ def _tour(argv, clock, run, check, alone=True) -> int:
             print("\n".join(sitting.words(schedule, gpu)) + f" (ledger {env.shown_path(LEDGER)})")
         return 0
     work = root / "work"
-    work.mkdir(parents=True, exist_ok=True)
-    if manifest:
-        check_volumes(bundle, manifest)
-        unpack(bundle, manifest, work / "reports")
-    else:
-        manifest = {"schema": 1, "device": key, "profile": profile.to_json(), "commit": commit, "smoke": args.smoke,
-                    "rounds": args.rounds, "reports_dir": str(work / "reports"), "legs": {}, "costs": {}}
-    manifest["reports_dir"] = str(work / "reports")
+    manifest = unpacked(bundle, manifest, work, profile, commit, key, args)
     for leg in plan:
         if leg.name in manifest["legs"]:
             print(f"have  {manifest['legs'][leg.name]['line']}", flush=True)
@@ -574,6 +573,78 @@ def _tour(argv, clock, run, check, alone=True) -> int:
     print(f"tour: {len(manifest['legs'])} pair(s) in {env.shown_path(bundle)}; analyse anywhere: "
           f"make finalize BUNDLE={env.shown_path(bundle)}", flush=True)
     return 1 if status else 0
+
+
+def open_bundle(args, key: str, commit: str) -> tuple[Path, Path, dict | None]:
+    """(the sitting's folder, its bundle, the bundle's manifest or None): a bundle of another commit or
+    GPU is refused in one line."""
+    root = env.REPO_ROOT / "reports" / "results" / "tour" / f"{slug(key)}-{commit[:12]}"
+    bundle = Path(args.bundle).absolute() if args.bundle else root / "bundle"
+    manifest = read_manifest(bundle)
+    if manifest and (manifest.get("commit"), manifest.get("device")) != (commit, key):
+        raise CookbookError(f"{bundle} holds a tour of {manifest.get('device')} at {manifest.get('commit')}: "
+                            f"this is {key} at {commit}; pass another --bundle (a pair's processes never mix code "
+                            "or GPUs)")
+    return root, bundle, manifest
+
+
+def unpacked(bundle: Path, manifest: dict | None, work: Path, profile, commit: str, key: str, args) -> dict:
+    """The manifest, its pairs' files unpacked under work/reports; a new one where the bundle had none."""
+    work.mkdir(parents=True, exist_ok=True)
+    if manifest:
+        check_volumes(bundle, manifest)
+        unpack(bundle, manifest, work / "reports")
+    else:
+        manifest = {"schema": 1, "device": key, "profile": profile.to_json(), "commit": commit, "smoke": args.smoke,
+                    "rounds": args.rounds, "reports_dir": str(work / "reports"), "legs": {}, "costs": {}}
+    manifest["reports_dir"] = str(work / "reports")
+    return manifest
+
+
+def check_sitting(args, profile, started: float, clock) -> int:
+    """make gpu-check: every target once (common.runners.checks), within the sitting's budget from the
+    command's start. A target that passed is kept in the bundle's manifest ("checks") with the commit and
+    the device, so the next sitting there runs only the others (--again: all of them); its reports and
+    logs stay in the sitting's folder, never over the committed reports."""
+    if not args.smoke and profile.kind != "cuda":
+        raise CookbookError("no CUDA device here: make gpu-check is for a GPU machine "
+                            "(ARGS='--smoke' runs the same targets at CPU sizes)")
+    key, commit = device_key(profile, args.smoke), env.git_commit()
+    root, bundle, manifest = open_bundle(args, key, commit)
+    out = bundle.parent / "checks"  # beside the bundle: the sitting's folder, never the committed reports
+    chosen = checks.targets(args.smoke, out)
+    wanted = pick("--only", args.only, [t.name for t in chosen], "target") if args.only else None
+    chosen = [t for t in chosen if not wanted or t.name in wanted]
+    if args.list or args.dry_run:
+        print("\n".join(t.name for t in chosen))
+        return 0
+    manifest = unpacked(bundle, manifest, root / "work", profile, commit, key, args)
+    kept = {} if args.again else manifest.setdefault("checks", {})
+    manifest.setdefault("checks", {})
+    done = [t.name for t in chosen if t.name in kept]
+    chosen = [t for t in chosen if t.name not in kept]
+    jobs = args.jobs or checks.default_jobs(args.smoke)
+    print(f"gpu-check: device profile: {profile.summary()}", flush=True)
+    if done:
+        print(f"gpu-check: {len(done)} target(s) passed in an earlier sitting at {commit} on this device "
+              f"(--again runs them too): {', '.join(done)}", flush=True)
+    print(f"gpu-check: {len(chosen)} targets, {jobs} at a time, within {args.budget} s; reports and logs in "
+          f"{env.shown_path(out)} (bundle {env.shown_path(bundle)})", flush=True)
+
+    def said(ok: bool, line: str, target) -> None:
+        print(line, flush=True)
+        if ok and not commit.endswith("-dirty"):  # kept as it ends: a sitting cut off keeps what passed
+            manifest["checks"][target.name] = line
+            write_bundle(bundle, manifest, root / "work" / "reports")
+
+    deadline = time.perf_counter() + args.budget - (clock() - started)
+    # every target's children forked warm from one server, which never touches CUDA
+    with launch.warm_server(profile.kind == "cuda", compiles=True, wanted=not args.no_zygote):
+        failed = checks.run_all(chosen, jobs, deadline, out / "logs", said)
+    print(f"gpu-check: {len(chosen) - len(failed)} of {len(chosen)} ok" + (f"; failed: {', '.join(sorted(failed))}"
+                                                                          if failed else "")
+          + (f" ({len(done)} more passed earlier)" if done else ""), flush=True)
+    return 1 if failed else 0
 
 
 def class_schedules(budget: int, rounds: int = 3) -> list[tuple[str, object, sitting.Plan]]:

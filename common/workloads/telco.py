@@ -208,6 +208,11 @@ def load(data_arg: str | None, seed: int = 42):
 SPLITS = ("X_train", "X_test", "y_train", "y_test")
 
 
+def test_rows(data_arg: str | None) -> list[list[float]]:
+    """The standardized test split as plain rows: the customers a load generator sends."""
+    return load(data_arg)[1].tolist()
+
+
 def _cache_path(csv: Path, seed: int) -> Path:
     """The cached arrays' file: a digest of the CSV's bytes, the seed, this module's code and the
     versions of numpy, pandas and scikit-learn, so that a change to any of them computes them anew."""

@@ -1,4 +1,4 @@
-"""Dropout's randomness across a pair's twins, measured on this machine (python -m common.dropout_check):
+"""Dropout's randomness across a pair's twins, measured on this machine (python -m recipes.amp.dropout_check):
 
 - masks: one seed, `F.dropout` on ones(64, 1024) in fp32, bf16 and fp16 (and fp32 compiled, and
   replayed from a CUDA graph): do the twins drop the same units? CUDA's fused kernel draws its Philox
@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from common.measure.dropout import SharedMasks
+from common.workloads import churn
 
 SHAPE = (64, 1024)
 P = 0.3
@@ -74,10 +75,8 @@ def trajectory(device, features, targets, seed: int, dtype, shared: bool, dropou
                warmup=30, probe=12, steps=420, batch=64) -> SimpleNamespace:
     """The churn pair's losses in the harness's order: warm-up, the learning probe on the last warm-up
     batch (the training state put back after it), then the timed steps; the batches fixed by `seed`."""
-    from common import models
-
     torch.manual_seed(seed)
-    model = models.ChurnMLP(features.shape[1]).to(device)
+    model = churn.ChurnMLP(features.shape[1]).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     criterion = torch.nn.BCELoss()
     order = torch.Generator(device="cpu").manual_seed(seed)
@@ -145,7 +144,7 @@ def noise(device: torch.device, seeds=(0, 1, 2, 3), steps=420) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m common.dropout_check", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m recipes.amp.dropout_check", description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out", default=None, help="write the figures here (JSON)")
     p.add_argument("--seeds", type=int, default=4)

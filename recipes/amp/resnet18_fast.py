@@ -7,13 +7,14 @@ native kernels and cuDNN converts layouts, which hides what 16-bit math buys (se
 """
 import torch
 
-from common import data, harness, models
+from common import harness
+from common.workloads import resnet18
 
 run = harness.start(__file__, __doc__)
-model = models.resnet18().to(run.device, memory_format=torch.channels_last)
+model = resnet18.model().to(run.device, memory_format=torch.channels_last)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run, channels_last=True)
+batches = resnet18.train_batches(run, channels_last=True)
 # bf16 where the GPU has it (sm_80+, and a CPU); fp16 below, which needs loss scaling (a T4)
 amp_dtype = getattr(torch, run.profile.amp_dtype)  # from the compute capability, not torch's emulation
 scaler = torch.amp.GradScaler(run.device.type, enabled=amp_dtype == torch.float16)  # no-op for bf16

@@ -7,13 +7,14 @@ conversions around each convolution, and BatchNorm and ReLU run in that layout t
 """
 import torch
 
-from common import data, harness, models
+from common import harness
+from common.workloads import resnet18
 
 run = harness.start(__file__, __doc__)
-model = models.resnet18().to(run.device, memory_format=torch.channels_last)  # NHWC weights
+model = resnet18.model().to(run.device, memory_format=torch.channels_last)  # NHWC weights
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run, channels_last=True)  # NHWC batches, made so on the device
+batches = resnet18.train_batches(run, channels_last=True)  # NHWC batches, made so on the device
 
 for images, labels in run.loop(batches):
     with run.phase("forward"):

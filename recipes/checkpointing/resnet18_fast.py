@@ -10,13 +10,14 @@ import functools  # the policy's contexts, made per stage
 import torch
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts  # selective AC
 
-from common import data, harness, models
+from common import harness
+from common.workloads import resnet18
 
 run = harness.start(__file__, __doc__)
-model = models.resnet18_stages().to(run.device)
+model = resnet18.stages().to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run)
+batches = resnet18.train_batches(run)
 KEEP = {torch.ops.aten.convolution.default, torch.ops.aten.addmm.default}  # the costly ops: save their outputs
 
 
@@ -26,7 +27,7 @@ def policy(ctx, op, *args, **kwargs):  # save what is costly to recompute; recom
 
 def contexts(stage):  # the policy's two contexts; the recomputation leaves BatchNorm's statistics alone
     forward, recompute = create_selective_checkpoint_contexts(policy)  # save per the policy; replay the rest
-    return forward, models.batchnorm_stats_kept(stage, recompute)  # running stats updated once, not twice
+    return forward, resnet18.batchnorm_stats_kept(stage, recompute)  # running stats updated once, not twice
 
 
 for images, labels in run.loop(batches):

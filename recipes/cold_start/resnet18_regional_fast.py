@@ -13,14 +13,15 @@ Both twins start from an empty Inductor and Triton cache (common.compile_cache.f
 import torch
 from torchvision.models.resnet import BasicBlock  # the repeated block
 
-from common import compile_cache, data, harness, models
+from common import compile_cache, harness
+from common.workloads import resnet18
 
 run = harness.start(__file__, __doc__)
 compile_cache.fresh(run)  # no compiled code from an earlier process: a machine's first run
-model = models.resnet18().to(run.device, memory_format=torch.channels_last)
+model = resnet18.model().to(run.device, memory_format=torch.channels_last)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=run.device.type == "cuda")
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run, channels_last=True)
+batches = resnet18.train_batches(run, channels_last=True)
 amp_dtype = getattr(torch, run.profile.amp_dtype)  # bf16 from sm_80 (and a CPU); fp16 below (a T4)
 scaler = torch.amp.GradScaler(run.device.type, enabled=amp_dtype == torch.float16)  # fp16's loss scale
 torch._dynamo.config.fail_on_recompile_limit_hit = True  # 7 of the 8 compilations a code object may have: more

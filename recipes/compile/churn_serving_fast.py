@@ -7,12 +7,13 @@ neighbours and replays the whole forward as one CUDA graph: one launch instead o
 """
 import torch
 
-from common import data, harness, models
+from common import data, harness
+from common.workloads import churn
 
 run = harness.start(__file__, __doc__)
-requests = data.churn_serving(run)
-model = models.ChurnMLP(requests.shape[1])
-model.load_state_dict(data.churn_weights(run, models.ChurnMLP))  # trained: answers differ customer to customer
+requests = churn.requests(run)
+model = churn.ChurnMLP(requests.shape[1])
+model.load_state_dict(churn.trained_weights(run, churn.ChurnMLP))  # trained: answers differ customer to customer
 model = model.to(run.device).eval()
 # inductor's kernels, replayed as one CUDA graph (GPU); fullgraph: a graph break would be an error
 model = torch.compile(model, mode="reduce-overhead", fullgraph=True)

@@ -8,13 +8,14 @@ writing every elementwise op's output to memory and reading it back in the next 
 """
 import torch
 
-from common import data, harness, models
+from common import harness
+from common.workloads import resnet18
 
 run = harness.start(__file__, __doc__)
-model = models.resnet18().to(run.device, memory_format=torch.channels_last)
+model = resnet18.model().to(run.device, memory_format=torch.channels_last)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, fused=run.device.type == "cuda")
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run, channels_last=True)
+batches = resnet18.train_batches(run, channels_last=True)
 amp_dtype = getattr(torch, run.profile.amp_dtype)  # bf16 from sm_80 (and a CPU); fp16 below (a T4)
 scaler = torch.amp.GradScaler(run.device.type, enabled=amp_dtype == torch.float16)  # fp16's loss scale
 

@@ -6,11 +6,12 @@ the graph: one launch, none of the host's per-op work (on a CPU, the same step r
 """
 import torch
 
-from common import data, graphs, harness, models  # graphs: capture a step, replay it
+from common import data, graphs, harness  # graphs: capture a step, replay it
+from common.workloads import churn
 
 run = harness.start(__file__, __doc__)
-features, targets = data.churn_train(run)
-model = models.ChurnMLP(features.shape[1]).to(run.device)
+features, targets = churn.train_tensors(run)
+model = churn.ChurnMLP(features.shape[1]).to(run.device)
 cuda = run.device.type == "cuda"  # CUDA graphs need CUDA; a CPU runs the step itself
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=cuda)  # its step count on the GPU: capturable
 criterion = torch.nn.BCELoss()

@@ -7,12 +7,13 @@ replay, and the answers back to the caller as the slow twin returns them (a CPU 
 """
 import torch
 
-from common import data, graphs, harness, models  # graphs: capture a step, replay it
+from common import data, graphs, harness  # graphs: capture a step, replay it
+from common.workloads import churn
 
 run = harness.start(__file__, __doc__)
-requests = data.churn_serving(run)
-model = models.ChurnMLP(requests.shape[1])
-model.load_state_dict(data.churn_weights(run, models.ChurnMLP))  # trained: answers differ customer to customer
+requests = churn.requests(run)
+model = churn.ChurnMLP(requests.shape[1])
+model.load_state_dict(churn.trained_weights(run, churn.ChurnMLP))  # trained: answers differ customer to customer
 model = model.to(run.device).eval()
 batches = data.device_batches(run, requests)
 cuda = run.device.type == "cuda"  # CUDA graphs need CUDA; a CPU runs the step itself

@@ -6,12 +6,13 @@ host launches each layer's kernels one by one, then waits for the copy back.
 """
 import torch
 
-from common import data, harness, models
+from common import data, harness
+from common.workloads import churn
 
 run = harness.start(__file__, __doc__)
-requests = data.churn_serving(run)
-model = models.ChurnMLP(requests.shape[1])
-model.load_state_dict(data.churn_weights(run, models.ChurnMLP))  # trained: answers differ customer to customer
+requests = churn.requests(run)
+model = churn.ChurnMLP(requests.shape[1])
+model.load_state_dict(churn.trained_weights(run, churn.ChurnMLP))  # trained: answers differ customer to customer
 model = model.to(run.device).eval()
 batches = data.device_batches(run, requests)
 

@@ -6,11 +6,12 @@ microseconds, waits for the next: the step is host-bound. See the README.
 """
 import torch
 
-from common import data, harness, models
+from common import data, harness
+from common.workloads import churn
 
 run = harness.start(__file__, __doc__)
-features, targets = data.churn_train(run)
-model = models.ChurnMLP(features.shape[1]).to(run.device)
+features, targets = churn.train_tensors(run)
+model = churn.ChurnMLP(features.shape[1]).to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 criterion = torch.nn.BCELoss()
 batches = data.device_batches(run, features, targets)

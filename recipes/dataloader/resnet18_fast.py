@@ -7,16 +7,17 @@ batches land in pinned memory, and the copy to the GPU no longer blocks the host
 """
 import torch
 
-from common import data, harness, models
+from common import data, harness
+from common.workloads import resnet18
 from recipes.dataloader import workers  # the worker count, sized from this machine's cores
 
 run = harness.start(__file__, __doc__)
-model = models.resnet18().to(run.device)
+model = resnet18.model().to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
 n_workers = workers(run)  # all cores but one (--workers N: make sweep-dataloader turns it)
 # augment in parallel processes while the GPU trains
-batches = data.loader(run, data.cifar10_train_dataset(run), num_workers=n_workers,
+batches = data.loader(run, resnet18.train_dataset(run), num_workers=n_workers,
                       pin_memory=run.device.type == "cuda",  # page-locked batches: async DMA to the GPU
                       persistent_workers=n_workers > 0,  # keep the workers (and their state) across epochs
                       prefetch_factor=4 if n_workers else None)  # each worker keeps 4 batches ready

@@ -7,13 +7,14 @@ pageable memory: each copy to the GPU is staged and blocks the host.
 """
 import torch
 
-from common import data, harness, models
+from common import data, harness
+from common.workloads import resnet18
 
 run = harness.start(__file__, __doc__)
-model = models.resnet18().to(run.device)
+model = resnet18.model().to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.loader(run, data.cifar10_train_dataset(run), num_workers=0)
+batches = data.loader(run, resnet18.train_dataset(run), num_workers=0)
 
 for images, labels in run.loop(batches):
     with run.phase("copy"):

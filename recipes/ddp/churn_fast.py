@@ -7,12 +7,13 @@ micro-batches whose gradients add up before one optimizer step. The first 3 micr
 """
 import torch
 
-from common import data, distributed, harness, models
+from common import data, distributed, harness
+from common.workloads import churn
 from recipes.ddp import MICRO_BATCHES, rank_micro_batches  # this rank's share, in 4 micro-batches
 
 run = harness.start(__file__, __doc__)
-features, targets = data.churn_train(run)
-model = distributed.wrap(models.ChurnMLP(features.shape[1]).to(run.device), run.device)
+features, targets = churn.train_tensors(run)
+model = distributed.wrap(churn.ChurnMLP(features.shape[1]).to(run.device), run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 criterion = torch.nn.BCELoss()
 batches = data.device_batches(run, features, targets)  # the global batch, alike on every rank

@@ -8,14 +8,15 @@ gradients stay local, and the last backward all-reduces the sum once.
 """
 import torch
 
-from common import data, distributed, harness, models
+from common import distributed, harness
+from common.workloads import resnet18
 from recipes.ddp import MICRO_BATCHES, rank_micro_batches  # this rank's share, in 4 micro-batches
 
 run = harness.start(__file__, __doc__)
-model = distributed.wrap(models.resnet18().to(run.device), run.device)
+model = distributed.wrap(resnet18.model().to(run.device), run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run)  # the global batch, alike on every rank
+batches = resnet18.train_batches(run)  # the global batch, alike on every rank
 
 for images, labels in run.loop(batches):
     optimizer.zero_grad(set_to_none=True)

@@ -9,14 +9,15 @@ three all-reduces per step, overlapped with the rest of the backward.
 """
 import torch
 
-from common import data, distributed, harness, models
+from common import distributed, harness
+from common.workloads import resnet18
 
 run = harness.start(__file__, __doc__)
 options = dict()  # DDP's default (bucket_cap_mb unset): a 1 MB first bucket, then 25 MB ones
-model = distributed.wrap(models.resnet18().to(run.device), run.device, **options)
+model = distributed.wrap(resnet18.model().to(run.device), run.device, **options)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run)  # the global batch, alike on every rank
+batches = resnet18.train_batches(run)  # the global batch, alike on every rank
 
 for images, labels in run.loop(batches):
     images, labels = distributed.rank_share(images, labels)  # this rank's share of it

@@ -6,12 +6,13 @@ The seed's two elementwise ops are applied once to the whole data set instead of
 """
 import torch
 
-from common import data, harness, models
+from common import data, harness
+from common.workloads import churn
 
 run = harness.start(__file__, __doc__)
-features, targets = data.churn_train(run)
+features, targets = churn.train_tensors(run)
 features = (features + 0.0001) * 1.0001  # the forward's two needless ops, folded into the data once
-model = models.ChurnMLP(features.shape[1]).to(run.device)  # the same layers, without the per-batch extras
+model = churn.ChurnMLP(features.shape[1]).to(run.device)  # the same layers, without the per-batch extras
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 criterion = torch.nn.BCELoss()
 batches = data.device_batches(run, features, targets)

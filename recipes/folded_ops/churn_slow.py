@@ -6,11 +6,12 @@ ops, each a kernel that reads and writes the batch. BCELoss, Adam(lr=1e-3), batc
 """
 import torch
 
-from common import data, harness, models
+from common import data, harness
+from common.workloads import churn
 
 run = harness.start(__file__, __doc__)
-features, targets = data.churn_train(run)
-model = models.ProblematicChurnModel(features.shape[1], host_sync=False).to(run.device)
+features, targets = churn.train_tensors(run)
+model = churn.ProblematicChurnModel(features.shape[1], host_sync=False).to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 criterion = torch.nn.BCELoss()
 batches = data.device_batches(run, features, targets)

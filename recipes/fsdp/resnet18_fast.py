@@ -9,13 +9,14 @@ reduce-scattered, each rank's optimizer stepping its own shard.
 import torch
 from torchvision.models.resnet import BasicBlock  # the unit each rank gathers whole, one at a time
 
-from common import data, distributed, harness, models
+from common import distributed, harness
+from common.workloads import resnet18
 
 run = harness.start(__file__, __doc__)
-model = distributed.shard(models.resnet18().to(run.device), run.device, BasicBlock)  # 1/N per rank, by block
+model = distributed.shard(resnet18.model().to(run.device), run.device, BasicBlock)  # 1/N per rank, by block
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run)  # the global batch, alike on every rank
+batches = resnet18.train_batches(run)  # the global batch, alike on every rank
 
 for images, labels in run.loop(batches):
     images, labels = distributed.rank_share(images, labels)  # this rank's share of it

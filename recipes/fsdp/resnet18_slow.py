@@ -7,13 +7,14 @@ MB for ResNet-18's 11.2M parameters in fp32) and all-reduces the gradients.
 """
 import torch
 
-from common import data, distributed, harness, models
+from common import distributed, harness
+from common.workloads import resnet18
 
 run = harness.start(__file__, __doc__)
-model = distributed.wrap(models.resnet18().to(run.device), run.device)  # a whole copy per rank
+model = distributed.wrap(resnet18.model().to(run.device), run.device)  # a whole copy per rank
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run)  # the global batch, alike on every rank
+batches = resnet18.train_batches(run)  # the global batch, alike on every rank
 
 for images, labels in run.loop(batches):
     images, labels = distributed.rank_share(images, labels)  # this rank's share of it

@@ -6,13 +6,14 @@ a CPU; CrossEntropyLoss, 224 px crops, the input pipeline on the device.
 """
 import torch
 
-from common import data, harness, models
+from common import harness
+from common.workloads import resnet18
 
 run = harness.start(__file__, __doc__)
-model = models.resnet18().to(run.device)
+model = resnet18.model().to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)  # PyTorch's default: foreach on CUDA
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run)
+batches = resnet18.train_batches(run)
 
 for images, labels in run.loop(batches):
     with run.phase("forward"):

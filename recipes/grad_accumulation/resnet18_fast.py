@@ -7,14 +7,15 @@ activations are alive at a time; BatchNorm sees micro-batch statistics.
 """
 import torch
 
-from common import data, harness, models
+from common import harness
+from common.workloads import resnet18
 from recipes.grad_accumulation import ACCUMULATE, micro_batches  # k equal micro-batches per step
 
 run = harness.start(__file__, __doc__)
-model = models.resnet18().to(run.device)
+model = resnet18.model().to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run)
+batches = resnet18.train_batches(run)
 
 for images, labels in run.loop(batches):
     optimizer.zero_grad(set_to_none=True)  # once per step: the micro-batches add into the gradients

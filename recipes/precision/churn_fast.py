@@ -5,13 +5,14 @@ cores (fp32 range, 10-bit mantissa).
 """
 import torch
 
-from common import data, harness, models
+from common import data, harness
+from common.workloads import churn
 
 run = harness.start(__file__, __doc__)
 torch.backends.cuda.matmul.fp32_precision = "tf32"  # TF32 tensor cores for matmuls: fp32 range, 10-bit mantissa
 torch.backends.cudnn.conv.fp32_precision = "tf32"  # and for convolutions (sm_80+; the runner skips older GPUs)
-features, targets = data.churn_train(run)
-model = models.ChurnMLP(features.shape[1]).to(run.device)
+features, targets = churn.train_tensors(run)
+model = churn.ChurnMLP(features.shape[1]).to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 criterion = torch.nn.BCELoss()
 batches = data.device_batches(run, features, targets)

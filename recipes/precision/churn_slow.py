@@ -4,13 +4,14 @@ The churn MLP (the seed's layers), BCELoss, Adam(lr=1e-3), batch 64, every matmu
 """
 import torch
 
-from common import data, harness, models
+from common import data, harness
+from common.workloads import churn
 
 run = harness.start(__file__, __doc__)
 torch.backends.cuda.matmul.fp32_precision = "ieee"  # strict fp32 matmuls (PyTorch's default)
 torch.backends.cudnn.conv.fp32_precision = "ieee"  # strict fp32 convolutions (cuDNN's default is TF32)
-features, targets = data.churn_train(run)
-model = models.ChurnMLP(features.shape[1]).to(run.device)
+features, targets = churn.train_tensors(run)
+model = churn.ChurnMLP(features.shape[1]).to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 criterion = torch.nn.BCELoss()
 batches = data.device_batches(run, features, targets)

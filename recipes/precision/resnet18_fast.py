@@ -5,15 +5,16 @@ pipeline on the device; convolutions and matmuls on TF32 tensor cores (fp32 rang
 """
 import torch
 
-from common import data, harness, models
+from common import harness
+from common.workloads import resnet18
 
 run = harness.start(__file__, __doc__)
 torch.backends.cuda.matmul.fp32_precision = "tf32"  # TF32 tensor cores for matmuls: fp32 range, 10-bit mantissa
 torch.backends.cudnn.conv.fp32_precision = "tf32"  # and for convolutions (sm_80+; the runner skips older GPUs)
-model = models.resnet18().to(run.device)
+model = resnet18.model().to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run)
+batches = resnet18.train_batches(run)
 
 for images, labels in run.loop(batches):
     with run.phase("forward"):

@@ -5,15 +5,16 @@ pipeline on the device; every convolution and matmul in IEEE fp32 (cuDNN's TF32 
 """
 import torch
 
-from common import data, harness, models
+from common import harness
+from common.workloads import resnet18
 
 run = harness.start(__file__, __doc__)
 torch.backends.cuda.matmul.fp32_precision = "ieee"  # strict fp32 matmuls (PyTorch's default)
 torch.backends.cudnn.conv.fp32_precision = "ieee"  # strict fp32 convolutions (cuDNN's default is TF32)
-model = models.resnet18().to(run.device)
+model = resnet18.model().to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 criterion = torch.nn.CrossEntropyLoss()
-batches = data.cifar10_train_batches(run)
+batches = resnet18.train_batches(run)
 
 for images, labels in run.loop(batches):
     with run.phase("forward"):

@@ -7,13 +7,14 @@ no `.item()` in the model, the model exported and compiled by AOTInductor before
 """
 import torch
 
-from common import models, server
+from common import server
+from common.workloads import churn
 
 MAX_BATCH, MAX_WAIT_MS = 64, 2.0  # waiting requests in one forward: up to 64 rows, 2 ms for company
 
 
 def load(ctx):
-    model = models.ProblematicChurnModel(ctx.n_features, host_sync=False)  # no .item(): export keeps the answer
+    model = churn.ProblematicChurnModel(ctx.n_features, host_sync=False)  # no .item(): export keeps the answer
     model.load_state_dict(ctx.weights)
     model = model.to(ctx.device).eval()
     compiled = server.aot_compiled(model, ctx, MAX_BATCH)  # torch.export + AOTInductor, built before serving

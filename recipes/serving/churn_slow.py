@@ -7,13 +7,14 @@ in a forward of 2+ rows), eager, autograd recording, each request its own forwar
 """
 import torch
 
-from common import models, server
+from common import server
+from common.workloads import churn
 
 MAX_BATCH, MAX_WAIT_MS = 1, 0.0  # a forward per request: the first one waiting is the batch
 
 
 def load(ctx):
-    model = models.ProblematicChurnModel(ctx.n_features)  # the seed's model as it wrote it
+    model = churn.ProblematicChurnModel(ctx.n_features)  # the seed's model as it wrote it
     model.load_state_dict(ctx.weights)
     model = model.to(ctx.device).eval()
 

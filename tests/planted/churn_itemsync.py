@@ -1,11 +1,12 @@
 """Planted bottleneck for the diagnosis tests: a `.item()` in every step, and nothing else wrong."""
 import torch
 
-from common import data, harness, models
+from common import data, harness
+from common.workloads import churn
 
 run = harness.start(__file__, __doc__)
-features, targets = data.churn_train(run)
-model = models.ChurnMLP(features.shape[1]).to(run.device)
+features, targets = churn.train_tensors(run)
+model = churn.ChurnMLP(features.shape[1]).to(run.device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 criterion = torch.nn.BCELoss()
 total = 0.0

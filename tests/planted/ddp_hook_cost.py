@@ -10,7 +10,8 @@ import time
 
 import torch
 
-from common import distributed, models
+from common import distributed
+from common.workloads import churn
 
 WARMUP, STEPS, BATCH = 5, 40, 64
 rank, world = distributed.world()
@@ -19,7 +20,7 @@ distributed.init(device)
 copies = {}
 for counted in (True, False):
     torch.manual_seed(0)
-    model = distributed.wrap(models.ChurnMLP(38).eval(), device, count=counted)  # eval: no dropout masks to differ
+    model = distributed.wrap(churn.ChurnMLP(38).eval(), device, count=counted)  # eval: no dropout masks to differ
     copies[counted] = (model, torch.optim.Adam(model.parameters(), lr=1e-3))
 data = torch.Generator().manual_seed(1)
 times = {True: [], False: []}

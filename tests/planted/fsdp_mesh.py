@@ -6,11 +6,12 @@ import sys
 import torch
 from torchvision.models.resnet import BasicBlock
 
-from common import distributed, models
+from common import distributed
+from common.workloads import resnet18
 
 torch._C._get_accelerator = lambda: torch.device("cuda")  # what a GPU machine reports
 device, _ = distributed.init(torch.device("cpu"))
-model = distributed.shard(models.resnet18(), device, BasicBlock)
+model = distributed.shard(resnet18.model(), device, BasicBlock)
 model(torch.randn(2, 3, 32, 32)).sum().backward()
 if distributed.world()[0] == 0:
     print("RESULT ok", flush=True)
