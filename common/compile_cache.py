@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from common import env
-from common.analysis.results import atomic_write_bytes, atomic_write_text
+from common.files import atomic_write_bytes, atomic_write_text
 
 FOLDER = "compile_artefacts"  # under the data folder (env.data_dir)
 

@@ -190,7 +190,7 @@ def fingerprint(model: torch.nn.Module) -> list[float]:
     return out
 
 
-def whereabouts(device: torch.device) -> dict:
+def rank_placement(device: torch.device) -> dict:
     """Where this rank runs: its node (torchrun's group rank), host and device."""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     return {"node": int(os.environ.get("GROUP_RANK", 0)), "host": socket.gethostname(), "device": name}
@@ -226,7 +226,7 @@ def settle(result, device: torch.device) -> None:
     model = WRAPPED[0] if WRAPPED else None
     trace = result.evidence.trace if result.evidence else None  # this rank's, written during the loop
     mine = {"step_ms": result.timing.step_ms, "digest": digest(model) if model is not None else None,
-            "trace": trace, "held": dict(HELD), **whereabouts(device)}
+            "trace": trace, "held": dict(HELD), **rank_placement(device)}
     ranks = gather(mine) if size > 1 else [mine]
     if size > 1:
         slowest = [max(r["step_ms"][i] for r in ranks) for i in range(len(result.timing.step_ms))]
@@ -253,7 +253,7 @@ def join(device: torch.device) -> None:
     """The runner's join check across nodes (common/runners/nodes.py): every rank in the process group,
     rank 0 printing where each runs."""
     device, _ = init(device)
-    found = gather({"rank": world()[0], **whereabouts(device)})
+    found = gather({"rank": world()[0], **rank_placement(device)})
     if world()[0] == 0:
         print(json.dumps(found), flush=True)
     shut_down()

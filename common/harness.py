@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from common import catalog, cli, data, env, presets, startup
-from common.analysis.results import Config, DataSource, Randomness, RunResult, Timing, write_result
+from common.analysis.results import write_result
+from common.analysis.results_run import Config, DataSource, Randomness, RunResult, Timing
 from common.errors import EXIT_OOM
 from common.measure import contention, dropout, gate, memory, stages, trainstate
 from common.measure import device as device_profile

@@ -45,7 +45,7 @@ def test_torchvision_reads_them_with_only_the_checksums_swapped(small_root):
 def test_a_writer_that_waited_for_the_lock_leaves_a_folder_written_meanwhile(tmp_path):
     """torchrun's ranks write the synthetic set at once: the one that waited must not replace (and so
     delete under the other's reader) the folder the first one finished."""
-    from common.analysis.results import file_lock
+    from common.files import file_lock
 
     code = f"from common.workloads import cifar10; cifar10.write_synthetic({str(tmp_path)!r}, per_file=3)"
     with file_lock(tmp_path / ".cifar10.lock"):

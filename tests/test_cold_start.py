@@ -10,7 +10,7 @@ import pytest
 
 from common import compile_cache
 from common.analysis import coldstart
-from common.analysis.results import BreakEven
+from common.analysis.results_compare import BreakEven
 
 from conftest import NEEDS_CXX, REPO
 
@@ -167,7 +167,7 @@ def test_a_cache_built_for_another_target_is_stale_and_the_same_build_is_not():
 def _compiled(median, warmup_s, first_s, n=3):
     """Processes of a twin: its steps' median (ms), its warm-up's wall time, its time to first step; a
     compiled graph where warmup_s says compilation happened (above a second)."""
-    from common.analysis.results import CompileStats
+    from common.analysis.results_run import CompileStats
 
     from tests_helpers import run_result
 
@@ -210,7 +210,7 @@ def test_the_ladder_gives_its_first_compiled_rung_a_break_even_against_the_rung_
 
 
 def test_the_doctor_says_when_its_compile_try_pays_against_an_epoch_of_the_scripts_loader():
-    from common.analysis.results import Trial, Trials
+    from common.analysis.results_doctor import Trial, Trials
     from common.render.doctor import trials_section
 
     b = coldstart.break_even([0.1, 0.12, 0.11], [20.0, 20.5, 21.0], [30.0, 30.5, 29.5], [20.0, 20.5, 19.5],
@@ -224,7 +224,7 @@ def test_the_doctor_says_when_its_compile_try_pays_against_an_epoch_of_the_scrip
 
 
 def test_the_doctors_compile_try_is_judged_against_an_epoch_of_the_scripts_loader():
-    from common.analysis.results import LoaderSettings, Observation
+    from common.analysis.results_doctor import LoaderSettings, Observation
     from common.runners import trials
 
     loader = LoaderSettings(batch_size=8, num_workers=0, pin_memory=False, persistent_workers=False,

@@ -16,7 +16,7 @@ import torch
 from common import catalog
 from common.analysis import ceiling as ceiling_rules
 from common.analysis import device, fixes, metrics
-from common.analysis.results import Ceilings
+from common.analysis.results_run import Ceilings
 from common.measure import device as device_profile
 
 from conftest import REPO, run_module
@@ -148,7 +148,7 @@ def ladder_skip():
 
 # --- the doctor's fixes and suggestions ----------------------------------------------------------------
 def _obs(profile, dev="cuda"):
-    from common.analysis.results import Observation, OpsSeen
+    from common.analysis.results_doctor import Observation, OpsSeen
 
     r = run_result(device=dev)
     r.env.profile = profile
@@ -232,7 +232,7 @@ def test_the_ceilings_measured_are_the_gpus_native_dtypes(monkeypatch, tmp_path,
 
 def test_mfu_divides_by_the_ceiling_of_the_dtype_the_math_ran_in():
     from common.analysis.aggregate import aggregate
-    from common.analysis.results import Evidence, OpRoof, Roofline
+    from common.analysis.results_run import Evidence, OpRoof, Roofline
 
     t4 = Ceilings(gpu="Tesla T4", fp16_tflops=50.0, fp32_tflops=8.0)
     assert ceiling_rules.peak_tflops(t4, "float16") == 50.0
@@ -325,11 +325,11 @@ def test_the_doctor_reports_on_a_script_that_uses_the_current_tf32_api(tmp_path)
 
 
 def test_the_cookbooks_own_error_inside_a_script_is_the_cookbooks():
-    from common.measure.observer import CookbookFault, ours
+    from common.measure.observer import CookbookFault, doctor_work
 
-    with pytest.raises(CookbookFault, match="reading: RuntimeError: legacy"), ours("reading"):
+    with pytest.raises(CookbookFault, match="reading: RuntimeError: legacy"), doctor_work("reading"):
         raise RuntimeError("legacy")
-    with pytest.raises(RuntimeError, match="CUDA error: device-side assert"), ours("reading"):
+    with pytest.raises(RuntimeError, match="CUDA error: device-side assert"), doctor_work("reading"):
         raise RuntimeError("CUDA error: device-side assert triggered")  # the script's, surfacing at our sync
 
 

@@ -63,7 +63,8 @@ def test_diagnose_churn_baseline_writes_all_four_phases(churn_diagnosis):
     for kind in ("linear", "relu", "dropout", "sigmoid", "elementwise"):
         assert f"| {kind} |" in md
     assert "memory_timeline.html" in md and (tmp_path / "baseline_churn.png").stat().st_size > 10_000
-    from common.analysis.results import Diagnosis, read_result
+    from common.analysis.results import read_result
+    from common.analysis.results_diagnose import Diagnosis
 
     saved = next((tmp_path / "results").rglob("analysis.json"))
     analysis = read_result(saved, Diagnosis)  # the typed record reads back whole
@@ -83,7 +84,7 @@ def test_bad_input_is_one_line(tmp_path):
 def _result(device="cpu", data=0.0, forward=0.5, syncs=0.0, sync_ms=0.0, busy=None, idle_busy=None, step=10.0):
     """A hand-made result of a --phase-timing run: phase means, and the trace's costs."""
     from common.analysis import stats
-    from common.analysis.results import Evidence, PhaseEvidence
+    from common.analysis.results_run import Evidence, PhaseEvidence
 
     from tests_helpers import run_result
 
@@ -131,7 +132,8 @@ def test_the_h100_resnet18_diagnosis_would_now_headline_the_data_wait():
 def test_the_gpu_parts_of_the_report_render(churn_diagnosis, tmp_path):
     """What only a GPU run fills in (NVML conditions, per-batch GPU columns, per-phase peaks, the
     snapshot), rendered from a CPU result with those parts added."""
-    from common.analysis.results import GpuReport, MemoryArtifacts, RunResult, read_result
+    from common.analysis.results import read_result
+    from common.analysis.results_run import GpuReport, MemoryArtifacts, RunResult
 
     result = read_result(next(churn_diagnosis.glob("results/diagnose/*/*/result.json")), RunResult)
     nvml = {"available": True, "gpu_util_mean": 35.0, "mem_used_mb_max": 900.0, "temp_c_max": 41, "power_w_mean": 80.0,

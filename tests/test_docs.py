@@ -185,6 +185,6 @@ def test_the_tours_page_says_what_a_sitting_measures_on_each_gpu_class_from_the_
     block = text.split("<!-- classes -->\n", 1)[1].split("\n<!-- /classes -->", 1)[0]
     assert block == tour.class_plans(480), "re-render: python -m common.runners.tour --classes"
     h200 = next(s for cls, _, s in tour.class_schedules(480) if cls == "H200")
-    for line in sitting.words(h200, "NVIDIA H200 (H200 class)"):
+    for line in sitting.schedule_lines(h200, "NVIDIA H200 (H200 class)"):
         head = line.split(": ", 1)[0] if line.startswith(("this sitting", "next sitting")) else line
         assert f"plan  {head}" in text, line

@@ -86,7 +86,7 @@ def test_the_script_runs_in_its_own_folder_and_cwd_chooses_another(tmp_path):
 
 
 def test_a_script_with_no_losses_is_not_called_deterministic():
-    from common.analysis.results import Observation
+    from common.analysis.results_doctor import Observation
     from common.runners import trials
 
     from tests_helpers import run_result
@@ -96,8 +96,8 @@ def test_a_script_with_no_losses_is_not_called_deterministic():
         return Observation(script="t.py", argv=[], step="optimizer", steps_seen=9, ended="stopped",
                            stage="measured", result=r)
 
-    plan = trials.Plan(script=PLAIN / "short.py", script_args=[], flags=[], profile_steps=1, out_dir=REPO, cpus=[0],
-                       budget_s=1)
+    plan = trials.TrialPlan(script=PLAIN / "short.py", script_args=[], flags=[], profile_steps=1, out_dir=REPO,
+                            cpus=[0], budget_s=1)
     plan.observed = {((), 1): observed([]), ((), 2): observed([])}
     deterministic, *_, words = trials.noise(plan, {"early_steps": 5, "early_rtol": 0.03, "window": 10, "rtol": 0.05})
     assert deterministic is None and "unknown" in words
@@ -124,16 +124,17 @@ def test_a_crashed_fix_is_told_by_its_error_not_a_progress_bar():
 
 
 def test_the_doctors_words_are_not_glued_to_a_progress_bar():
-    from common.runners.launch import shown
+    from common.runners.launch import readable_lines
 
-    assert shown(TQDM + "doctor: warm-up done (5 steps); timing 50 steps\n") == [
+    assert readable_lines(TQDM + "doctor: warm-up done (5 steps); timing 50 steps\n") == [
         " 40%|███▉      | 120/300 [00:01<00:02, 75.1it/s]", "doctor: warm-up done (5 steps); timing 50 steps"]
-    assert shown("step 3: loss 2.1\n") == ["step 3: loss 2.1"]
+    assert readable_lines("step 3: loss 2.1\n") == ["step 3: loss 2.1"]
 
 
 def test_an_interval_too_wide_to_mean_anything_is_said_in_words():
     from common.analysis import stats
-    from common.analysis.results import Speedup, Trial
+    from common.analysis.results_compare import Speedup
+    from common.analysis.results_doctor import Trial
     from common.runners.trials import headline
 
     wild = Speedup(ratio=0.56, low=1e-30, high=2.6e28, method="", verdict="undecided", processes=[2, 2], floor=0.03)
@@ -201,7 +202,7 @@ def test_a_fused_optimizer_is_not_offered_fused():
     from test_doctor_units import _observation
 
     from common.analysis import doctor, fixes
-    from common.analysis.results import OpsSeen
+    from common.analysis.results_doctor import OpsSeen
 
     obs = _observation(device="cuda", ops=OpsSeen(optimizer="for-loop"), flags={"AdamW": {"foreach": None,
                                                                                           "fused": True}})
@@ -305,7 +306,8 @@ def test_every_try_row_says_one_verdict_in_its_cell_its_column_its_bullet_and_th
     difference" in the verdict: one vocabulary now (stats.verdict_words), and no bare ratio where the
     interval does not decide."""
     from common.analysis import stats
-    from common.analysis.results import Speedup, Trial, Trials
+    from common.analysis.results_compare import Speedup
+    from common.analysis.results_doctor import Trial, Trials
     from common.render.doctor import trial_result, trials_section
 
     cases = {"workers": (1.74, 1.62, 1.85, "faster"), "amp": (11.04, 1e-3, 9e4, "undecided"),

@@ -9,7 +9,8 @@ import pytest
 import torch
 from test_doctor import PLAIN, doctor
 
-from common.analysis.results import OutOfMemory, oom_path, read_result, write_result
+from common.analysis.results import read_result, write_result
+from common.analysis.results_run import OutOfMemory, oom_path
 from common.errors import EXIT_OOM
 from common.measure import memory
 

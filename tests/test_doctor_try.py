@@ -45,7 +45,7 @@ def test_a_loader_bound_script_measures_its_workers_faster_and_proves_them_appli
     assert "loader workers handed out the batches" in workers["why"]  # the multi-process iterator
     assert workers["parity_ok"] and trials["deterministic"]
     from common.analysis import stats
-    from common.analysis.results import Speedup
+    from common.analysis.results_compare import Speedup
 
     said = f"{workers['label']} {stats.describe(Speedup.from_json(workers['speedup']))}"  # a wide one in words
     assert headline_of(proc.stdout) == f"Headline: Measured on your script: {said} (CPU run)"
@@ -98,7 +98,8 @@ def test_bad_try_flags_are_one_line_and_write_nothing(tmp_path, flags, words):
 
 def test_a_bare_try_gives_every_fix_a_row_and_times_none_that_does_not_apply(tmp_path):
     """Planned from a diagnosis where nothing applies (in-process: no run starts): each fix says why."""
-    from common.analysis.results import CompileStats, Observation, OpsSeen
+    from common.analysis.results_doctor import Observation, OpsSeen
+    from common.analysis.results_run import CompileStats
     from common.runners import trials
 
     from tests_helpers import run_result
@@ -107,7 +108,7 @@ def test_a_bare_try_gives_every_fix_a_row_and_times_none_that_does_not_apply(tmp
                       stage="measured", optimizers=["AdamW"], zero_grad="set_to_none", models=["Sequential"],
                       result=run_result(), ops=OpsSeen(matmul_dtypes={"bfloat16": 3}, optimizer="foreach"))
     obs.result.compile = CompileStats(graphs=1)
-    plan = trials.Plan(script=PLAIN / "compute_bound.py", script_args=[], flags=[], profile_steps=1,
+    plan = trials.TrialPlan(script=PLAIN / "compute_bound.py", script_args=[], flags=[], profile_steps=1,
                        out_dir=tmp_path / "try", cpus=[0], budget_s=60)
     tried = trials.run(obs, None, plan)
     rows = {t.fix: t for t in tried.rows}
@@ -124,7 +125,7 @@ def test_host_syncs_in_the_loop_are_listed_as_lines_to_change_by_hand():
     """What no fix from outside can change: the script's own lines that read a tensor on the host during
     the measured steps (measure.syncs), whatever the profiled steps happened to see."""
     from common.analysis.doctor import host_reads
-    from common.analysis.results import Observation
+    from common.analysis.results_doctor import Observation
 
     from tests_helpers import run_result
 
@@ -160,7 +161,7 @@ def test_only_the_lines_that_ran_in_the_step_are_named(tmp_path):
 def test_the_default_budget_is_capped_and_says_the_rounds_the_cap_holds(monkeypatch):
     """A script that takes a minute to start would plan most of an hour: the default is CAP_S at most,
     with the rounds that holds said; a budget too small to decide is said before anything runs."""
-    from common.analysis.results import Observation
+    from common.analysis.results_doctor import Observation
     from common.runners import trials
 
     monkeypatch.setattr(trials, "arms_of", lambda obs, names, test_fixes=False: ([("amp",), ("workers",)], {}))
@@ -179,7 +180,8 @@ def test_amp_on_a_simulated_t4_runs_fp16_with_a_loss_scale_that_skips_a_planted_
     the script's backward and step). Its 3rd backward is planted to overflow: that step updates nothing, the
     scale backs off, the matmuls run in fp16, and the fix is proven applied, not "not applicable"."""
     from common.analysis import fixes
-    from common.analysis.results import Observation, read_result
+    from common.analysis.results import read_result
+    from common.analysis.results_doctor import Observation
 
     out = tmp_path / "obs.json"
     proc = run_module("common.measure.observer", "--out", str(out), "--trace-dir", str(tmp_path / "t"), "--warmup", "2",

@@ -3,7 +3,8 @@ gains on hand-made observations, its report's name, and the recipe figures it qu
 import torch
 
 from common.analysis import doctor, figures
-from common.analysis.results import Evidence, LoaderSettings, Observation, OpsSeen, PhaseEvidence
+from common.analysis.results_doctor import LoaderSettings, Observation, OpsSeen
+from common.analysis.results_run import Evidence, PhaseEvidence
 from common.measure import settings
 from common.measure.profiling import profiler
 from common.render import doctor as render
@@ -117,7 +118,7 @@ def test_two_scripts_of_one_name_in_two_folders_get_two_reports(tmp_path):
 
 
 def test_the_report_renders_a_gpu_observation_with_recipe_figures(tmp_path):
-    from common.analysis.results import KindView, OpView, OpViews
+    from common.analysis.results_run import KindView, OpView, OpViews
 
     obs = _observation(device="cuda", data=0.02, forward=0.9, idle_busy=5.0, ops=OpsSeen(optimizer="fused"))
     empty = OpView(key="self_device_us", rows=[])
@@ -162,7 +163,9 @@ def test_recipe_figures_are_read_back_from_the_reports_facts_line_else_the_archi
 
 def test_every_recipe_and_sweep_report_ends_with_its_facts_line(tmp_path):
     """The renderers write the line the doctor reads: a recipe's speedups, a sweep's regime."""
-    from common.analysis.results import Memory, Point, Speedup, SweepResult, VariantAggregate
+    from common.analysis.results_compare import Speedup, VariantAggregate
+    from common.analysis.results_run import Memory
+    from common.analysis.results_sweep import Point, SweepResult
     from common.render import sweep
 
     v = VariantAggregate(status="ok", config=run_result().config, env=run_result().env, data_source=None,

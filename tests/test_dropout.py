@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from common.analysis.aggregate import RESEEDED_RTOL, parity
-from common.analysis.results import Randomness
+from common.analysis.results_run import Randomness
 from common.measure.dropout import DtypeMasks, SharedMasks
 from recipes import amp
 

@@ -250,7 +250,7 @@ def test_the_data_check_reads_a_folder_as_torchvision_would():
 # --- files get the usual mode ----------------------------------------------------------------------
 @pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
 def test_atomic_files_get_the_mode_of_the_umask(tmp_path, mask, mode):
-    from common.analysis.results import atomic_write_text, umask
+    from common.files import atomic_write_text, umask
 
     saved = os.umask(mask)
     try:
@@ -314,7 +314,7 @@ def test_the_recipe_counter_counts_the_memory_budget_probes():
     from common.runners import budget, compare
     from common.spec import Budget
 
-    plan = compare.Plan(recipe="checkpointing", title="", evidence=(), cuda=True,
+    plan = compare.ComparePlan(recipe="checkpointing", title="", evidence=(), cuda=True,
                         rounds=compare.Rounds(3, 10, fixed=False), workloads=["churn", "resnet18"], script_flags={},
                         cpus=[0], reports_dir=Path("."), results_dir=Path("."), traces_dir=Path("."), smoke=False,
                         command="", budget_gb=16.0, budget_spec=Budget(pair="resnet18", start=64))
@@ -363,11 +363,11 @@ def test_a_sweep_that_fails_says_which_point_and_why_last(monkeypatch, capsys, t
 
 
 def test_a_comparison_that_fails_says_which_pair_and_why_last(monkeypatch, capsys, tmp_path):
-    from common.analysis.results import Comparison, Failure, Parity, WorkloadComparison
+    from common.analysis.results_compare import Comparison, Failure, Parity, WorkloadComparison
     from common.render import report
     from common.runners import compare
 
-    plan = compare.Plan(recipe="amp", title="AMP", evidence=(), cuda=False, rounds=compare.Rounds(1, 1, True),
+    plan = compare.ComparePlan(recipe="amp", title="AMP", evidence=(), cuda=False, rounds=compare.Rounds(1, 1, True),
                         workloads=["churn", "resnet18"], script_flags={}, cpus=[0], reports_dir=tmp_path,
                         results_dir=tmp_path / "results" / "amp" / "run", traces_dir=tmp_path, smoke=True, command="")
     bad = Parity(ok=False, what="training loss", rtol=0.05, early_max_rel=0.0, early_steps=5, early_rtol=0.03,

@@ -4,7 +4,7 @@ import pytest
 
 from common import catalog
 from common.analysis import aggregate, goals, stats
-from common.analysis.results import Comparison, WorkloadComparison
+from common.analysis.results_compare import Comparison, WorkloadComparison
 from common.render import report
 
 from tests_helpers import run_result
@@ -47,14 +47,14 @@ def test_a_t4_is_judged_by_the_seeds_figures_and_an_unknown_gpu_by_none():
     entry = _entry([16.0, 16.2, 15.9], [10.0, 10.1, 9.9], fast_mb=60.0)
     for r in (entry.slow, entry.fast):
         r.env.gpu_name = "Tesla T4"
-    assert goals.line("amp", "resnet18", entry) == (
+    assert goals.goal_line("amp", "resnet18", entry) == (
         "Goal on a T4 (the ResNet-18 lab's expected results, on Colab or Kaggle): >= 1.5x with peak memory "
         "<= 70% of the slow twin's: **met**")
     for r in (entry.slow, entry.fast):
         r.env.gpu_name = "NVIDIA L4"
-    assert goals.line("amp", "resnet18", entry) == "No goal set for NVIDIA L4 (goals exist on an H100, a T4)"
+    assert goals.goal_line("amp", "resnet18", entry) == "No goal set for NVIDIA L4 (goals exist on an H100, a T4)"
     cpu = _entry([15.0, 15.2, 14.9], [10.0, 10.1, 9.9], device="cpu")
-    assert goals.line("amp", "resnet18", cpu) == ("Goals (on an H100: >= 1.4x with lower peak memory; on a T4: "
+    assert goals.goal_line("amp", "resnet18", cpu) == ("Goals (on an H100: >= 1.4x with lower peak memory; on a T4: "
                                                   ">= 1.5x with peak memory <= 70% of the slow twin's): "
                                                   "**not judged (a CPU run)**")
 

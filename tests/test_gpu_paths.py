@@ -9,7 +9,7 @@ import torch
 
 from common import graphs, harness
 from common.analysis import aggregate, stats
-from common.analysis.results import Comparison, WorkloadComparison
+from common.analysis.results_compare import Comparison, WorkloadComparison
 from common.measure import process, stages
 from common.render import report
 

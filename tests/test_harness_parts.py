@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from common import env, harness
 from common.analysis.device import DeviceProfile
-from common.analysis.results import ANSWERS_KEPT, Randomness
+from common.analysis.results_run import ANSWERS_KEPT, Randomness
 from common.measure.answers import ServedAnswers
 from common.measure.rig import rig_from_env
 

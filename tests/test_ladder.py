@@ -8,7 +8,9 @@ import pytest
 
 import ladder
 from common.analysis import metrics
-from common.analysis.results import Config, LadderSummary, read_result
+from common.analysis.results import read_result
+from common.analysis.results_compare import LadderSummary
+from common.analysis.results_run import Config
 from ladder import techniques
 
 from conftest import REPO, run_module
@@ -211,7 +213,7 @@ def test_fp16_gets_a_grad_scaler_bf16_does_not(monkeypatch):
 
 def test_targets_are_checked_only_on_a_gpu_run_and_say_by_how_much():
     from common.analysis.aggregate import aggregate
-    from common.analysis.results import Rung
+    from common.analysis.results_compare import Rung
     from common.render.ladder import _targets
 
     from tests_helpers import run_result

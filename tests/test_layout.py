@@ -8,7 +8,7 @@ import sys
 
 from conftest import REPO
 
-BASE = {"errors", "cli", "presets", "env", "catalog", "spec", "startup"}  # shared by every layer, torch-free
+BASE = {"errors", "cli", "presets", "env", "catalog", "spec", "startup", "files"}  # shared by every layer, torch-free
 API = {"harness", "data", "graphs", "server", "distributed", "compile_cache"}  # the scripts import
 LAYERS = {  # layer -> the layers it may import, besides its own
     "base": set(),

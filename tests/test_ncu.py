@@ -178,7 +178,8 @@ def twin_json(tmp_path_factory):
 
 
 def test_the_report_sets_slow_against_fast_with_the_ridge(twin_json):
-    from common.analysis.results import RunResult, read_result
+    from common.analysis.results import read_result
+    from common.analysis.results_run import RunResult
 
     result = read_result(twin_json, RunResult)
     pair = render.PairKernels("resnet18", render.Twin(result, ncu.parse(SLOW), "slow.csv"),

@@ -183,7 +183,7 @@ def test_a_gpu_that_takes_one_process_at_a_time_is_never_pipelined(monkeypatch):
 
 def test_a_pipelined_cold_start_counts_no_wait_and_its_siblings_are_no_other_process(tmp_path, monkeypatch):
     from common.analysis import coldstart
-    from common.analysis.results import RunResult
+    from common.analysis.results_run import RunResult
     from common.measure.gpu_monitor import GpuMonitor
 
     r = RunResult.__new__(RunResult)

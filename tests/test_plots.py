@@ -8,17 +8,9 @@ import pytest
 
 import ladder as ladder_specs
 from common.analysis import aggregate, stats
-from common.analysis.results import (
-    Baseline,
-    Bottleneck,
-    Comparison,
-    Component,
-    Diagnosis,
-    DiagnosisOps,
-    KindRow,
-    Memory,
-    WorkloadComparison,
-)
+from common.analysis.results_compare import Comparison, WorkloadComparison
+from common.analysis.results_diagnose import Baseline, Bottleneck, Component, Diagnosis, DiagnosisOps
+from common.analysis.results_run import KindRow, Memory
 from common.render import diagnosis as render_diagnosis
 from common.render import index, report
 from common.render import ladder as render_ladder

@@ -88,7 +88,7 @@ def test_a_trace_read_after_its_run_gives_the_evidence_its_run_would_have_writte
     them elsewhere: the same evidence, TF32 state, ceilings, parameters and op tables included."""
     import torch
 
-    from common.analysis.results import Ceilings, UnreadTrace
+    from common.analysis.results_run import Ceilings, UnreadTrace
     from common.measure import stages
 
     monkeypatch.setattr(stages.ceiling, "for_run", lambda device: Ceilings(gpu="CPU test", fp32_tflops=0.2,

@@ -6,16 +6,8 @@ import pytest
 import torch
 
 from common.analysis import aggregate, metrics, stats
-from common.analysis.results import (
-    Ceilings,
-    Comparison,
-    Evidence,
-    HtaReading,
-    KindView,
-    OpView,
-    OpViews,
-    WorkloadComparison,
-)
+from common.analysis.results_compare import Comparison, WorkloadComparison
+from common.analysis.results_run import Ceilings, Evidence, HtaReading, KindView, OpView, OpViews
 from common.render import report
 
 from tests_helpers import run_result
@@ -91,7 +83,7 @@ def test_only_written_files_are_listed(tmp_path):
 def test_mfu_is_achieved_tflops_over_the_measured_ceiling():
     import types
 
-    from common.analysis.results import OpRoof
+    from common.analysis.results_run import OpRoof
 
     agg = aggregate.aggregate([run_result(ms=10.0, device="cuda")])
     agg.flops_per_step = 4e12  # 4 TFLOP in 10 ms: 400 TFLOP/s
@@ -206,7 +198,7 @@ def test_a_ceiling_measured_on_a_busy_machine_is_not_reused(tmp_path, monkeypatc
     import json
 
     from common.analysis import ceiling
-    from common.analysis.results import Ceilings, Load
+    from common.analysis.results_run import Ceilings, Load
 
     from tests_helpers import run_result
 
@@ -244,7 +236,7 @@ def test_the_load_of_a_spinning_process_on_these_cores_is_measured():
 
 def test_a_busy_machine_is_said_above_the_headline_and_the_folder_named_is_the_one_written(tmp_path):
     """Two make recipe-amp --smoke at once on 2 cores ran 35x slower, and neither report said so."""
-    from common.analysis.results import Load
+    from common.analysis.results_run import Load
 
     entry = _entry([2.8, 2.3, 1.7], [3.0, 3.1, 2.7])
     entry.fast.load = Load(others_cores=0.97, cores=2, wall_s=3.0, own_cores=1.1)
@@ -263,7 +255,8 @@ def test_a_busy_machine_is_said_above_the_headline_and_the_folder_named_is_the_o
 def test_an_older_results_statistic_is_said_as_it_was_and_bursts_are_a_finding(tmp_path):
     import json
 
-    from common.analysis.results import Bursts, Comparison
+    from common.analysis.results_compare import Comparison
+    from common.analysis.results_run import Bursts
 
     entry = _entry([2.8, 2.3, 1.7], [3.0, 3.1, 2.7])
     # a comparison as this version's predecessor wrote it: per-process medians, no statistic

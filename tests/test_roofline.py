@@ -6,7 +6,7 @@ import json
 import pytest
 
 from common.analysis import roofline
-from common.analysis.results import Ceilings
+from common.analysis.results_run import Ceilings
 
 from conftest import REPO, run_module
 

@@ -7,7 +7,9 @@ import sys
 import pytest
 
 from common.analysis import aggregate
-from common.analysis.results import SCHEMA_VERSION, Comparison, RunResult, read_result, write_result
+from common.analysis.results import SCHEMA_VERSION, read_result, write_result
+from common.analysis.results_compare import Comparison
+from common.analysis.results_run import RunResult
 from common.errors import CookbookError
 from common.runners import launch
 
@@ -234,7 +236,7 @@ def test_a_relative_reports_folder_is_taken_from_where_the_runner_starts(tmp_pat
 
 
 def test_the_rounds_engine_alternates_stops_when_told_and_keeps_failures(capsys, monkeypatch):
-    from common.analysis.results import RunResult
+    from common.analysis.results_run import RunResult
 
     order = []
 

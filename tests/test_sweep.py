@@ -1,7 +1,7 @@
 """`make sweep-<recipe>`: the regime map writes its report and plot, and names the crossover."""
 import json
 
-from common.analysis.results import Speedup
+from common.analysis.results_compare import Speedup
 from common.runners import sweep
 
 from conftest import run_module

@@ -151,7 +151,9 @@ def test_a_tour_killed_mid_pair_keeps_every_finished_pair_and_finalize_renders_i
     assert finalize.finalize([str(bundle), "--reports-dir", str(reports)]) == 0
     md = (reports / "cuda_graphs.md").read_text()
     assert "Parity of the training loss (passed)" in md and str(reports) in md
-    from common.analysis.results import Comparison, RunResult, read_result
+    from common.analysis.results import read_result
+    from common.analysis.results_compare import Comparison
+    from common.analysis.results_run import RunResult
     from common.render import report
 
     # the children left their traces unread (the GPU's seconds); finalize read them into the evidence
@@ -300,7 +302,7 @@ def test_the_plan_on_a_simulated_gpu_says_what_fits_what_is_next_and_how_many_si
     cls = tour.sitting.gpu_class(profile.name, profile.capability)
     ledger = _committed_ledger()
     ceilings = tour.sitting.DATASHEET[cls]  # until a sitting there measures them
-    schedule = tour.sitting.plan(plan, lambda leg: tour.predicted(leg, ledger, profile.name, 3, {}, ceilings, cls),
+    schedule = tour.sitting.schedule(plan, lambda leg: tour.predicted(leg, ledger, profile.name, 3, {}, ceilings, cls),
                                  480, tour.setup_s(ledger, profile.name))
     now, later = [leg.name for leg, _ in schedule.now], [leg.name for leg, _ in schedule.later]
     assert now[0] == "aa" and sum(c.seconds for _, c in schedule.now) <= 480 - schedule.setup_s
@@ -309,10 +311,10 @@ def test_the_plan_on_a_simulated_gpu_says_what_fits_what_is_next_and_how_many_si
     assert schedule.sittings >= 2 and later  # the whole tour does not fit one 480 s sitting on any of them
     order = [leg.name for leg in plan]
     assert now == [n for n in order if n in now]  # taken in the reader's order, never reshuffled
-    said = "\n".join(tour.sitting.words(schedule, f"{profile.name} ({cls} class)"))
+    said = "\n".join(tour.sitting.schedule_lines(schedule, f"{profile.name} ({cls} class)"))
     assert f"the whole tour needs {schedule.sittings} sitting(s) of 480 s on {profile.name}" in said
     if name == "T4":  # its steps about 9x slower, a third of them kept by its caps: fewer pairs fit than on an H100
-        h100 = tour.sitting.plan(tour.legs(device.SIMULATED["H100"], 1)[0],
+        h100 = tour.sitting.schedule(tour.legs(device.SIMULATED["H100"], 1)[0],
                                  lambda leg: tour.predicted(leg, ledger, "H100", 3), 480, 30.0)
         assert len(schedule.now) < len(h100.now) and now == ["aa", "amp"]
         assert cls == "T4" and "precision" in skipped
@@ -373,7 +375,7 @@ def test_a_failed_pair_served_or_not_is_never_kept_and_its_seconds_never_reach_t
     # a recipe pair whose processes all ran and whose parity failed is a finding, kept; one whose processes
     # failed is not
     from common.analysis import aggregate, stats
-    from common.analysis.results import Comparison, WorkloadComparison
+    from common.analysis.results_compare import Comparison, WorkloadComparison
 
     from tests_helpers import run_result
 
@@ -495,7 +497,7 @@ def test_the_parent_decides_the_data_once_and_its_children_never_probe_a_network
 
 def test_a_second_tour_from_one_checkout_is_refused_while_the_first_runs(tmp_path, monkeypatch):
     """The next tour stops only what a dead tour left: a live one holds its lock, and a second is refused."""
-    from common.analysis.results import file_lock
+    from common.files import file_lock
 
     with file_lock(tmp_path / "reports" / "results" / "tour" / ".running.lock"):
         with pytest.raises(tour.CookbookError, match="another make tour is running from this checkout"):

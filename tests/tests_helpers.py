@@ -1,6 +1,6 @@
 """Hand-made typed results for unit tests that need no child process."""
 from common.analysis import stats
-from common.analysis.results import Config, DataSource, Memory, RunResult, Stamp, Timing
+from common.analysis.results_run import Config, DataSource, Memory, RunResult, Stamp, Timing
 
 
 def stamp(device="cpu") -> Stamp:

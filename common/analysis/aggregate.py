@@ -5,7 +5,8 @@ from dataclasses import fields
 from statistics import fmean, median
 
 from common.analysis import ceiling, stats
-from common.analysis.results import MEAN, HostFigures, Parity, RunResult, VariantAggregate
+from common.analysis.results_compare import MEAN, HostFigures, Parity, VariantAggregate
+from common.analysis.results_run import RunResult
 
 
 def aggregate(runs: list[RunResult]) -> VariantAggregate:

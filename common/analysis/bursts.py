@@ -9,7 +9,7 @@ and named with its likely cause from the per-step phase times.
 import math
 from statistics import fmean, median, pstdev
 
-from common.analysis.results import Bursts
+from common.analysis.results_run import Bursts
 
 MAX_PERIOD = 16
 EXPLAINED = 0.6  # a period is real when a step's place in it explains this share of the steps' variance

@@ -6,7 +6,7 @@ measured; this module only reads that cache, and takes a busy machine's ceilings
 import json
 
 from common import env
-from common.analysis.results import Ceilings, Stamp
+from common.analysis.results_run import Ceilings, Stamp
 
 
 def path():

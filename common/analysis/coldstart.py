@@ -10,7 +10,8 @@ each at half the error (Bonferroni), so the pair of them holds at the page's lev
 from statistics import fmean
 
 from common.analysis import stats
-from common.analysis.results import BreakEven, ColdStart, RunResult, Timing
+from common.analysis.results_compare import BreakEven, ColdStart
+from common.analysis.results_run import RunResult, Timing
 
 # the ways two twins' cumulative times can cross, from the signs of the one-time cost's difference
 # (fast less slow: + when compiling costs the fast twin more) and the step saving (slow less fast)

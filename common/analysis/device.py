@@ -36,7 +36,7 @@ NEEDS = {
 
 @dataclass
 class DeviceProfile:
-    """Carried by every result's Stamp (common.analysis.results); plain data, its rules as properties."""
+    """Carried by every result's Stamp (common.analysis.results_run); plain data, its rules as properties."""
     kind: str  # "cuda" or "cpu"
     name: str  # "Tesla T4", or "CPU (<model>)"
     capability: list[int] | None = None  # [7, 5]

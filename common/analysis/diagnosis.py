@@ -3,7 +3,8 @@ each suspect's measured cost as a share of the step, ranked, the largest one the
 from common import catalog
 from common.analysis import metrics
 from common.analysis.aggregate import aggregate
-from common.analysis.results import Baseline, Bottleneck, Component, Diagnosis, DiagnosisOps, Finding, RunResult
+from common.analysis.results_diagnose import Baseline, Bottleneck, Component, Diagnosis, DiagnosisOps, Finding
+from common.analysis.results_run import RunResult
 
 SYNC_MIN = 1.0  # host syncs per step inside the loop worth a finding, whatever they cost
 

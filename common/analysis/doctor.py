@@ -5,7 +5,8 @@ compile or CUDA graphs for a host-bound step, DataLoader workers)."""
 from pathlib import Path
 
 from common.analysis.diagnosis import analyse
-from common.analysis.results import Component, DoctorVerdict, Finding, Gain, Observation
+from common.analysis.results_diagnose import Component, Finding
+from common.analysis.results_doctor import DoctorVerdict, Gain, Observation
 
 REST_MIN = 0.2  # a step share outside the phases the doctor sees that is worth its own finding
 FLOAT32_MIN = 0.5  # share of matmul and convolution calls in float32 above which 16-bit is a gain

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from common import env
 from common.analysis import goals, stats
-from common.analysis.results import Speedup
+from common.analysis.results_compare import Speedup
 
 MARK = "cookbook-facts"
 ARCHIVE = "archive/h100-2026-11-22"

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 
 from common import catalog, env
-from common.analysis.results import Observation
+from common.analysis.results_doctor import Observation
 
 
 @dataclass(frozen=True)

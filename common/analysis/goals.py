@@ -9,7 +9,7 @@ it ran on, or that none is set there; a CPU run judges nothing: the goals are GP
 import re
 
 from common import catalog
-from common.analysis.results import WorkloadComparison
+from common.analysis.results_compare import WorkloadComparison
 from common.spec import GOAL_CLASSES
 
 
@@ -87,7 +87,7 @@ def for_run(recipe: str, pair: str, entry: WorkloadComparison | None) -> tuple[s
     return cls, goal_of(recipe, pair, cls) if cls else {}
 
 
-def line(recipe: str, pair: str, entry: WorkloadComparison | None) -> str | None:
+def goal_line(recipe: str, pair: str, entry: WorkloadComparison | None) -> str | None:
     """The report's goal line, or None where no class sets a goal for this pair."""
     every = goals_of(recipe, pair)
     if not every:

@@ -1,5 +1,5 @@
 """Every figure a report shows, declared once: name, label, unit, how it is read from a variant's
-aggregate (common.analysis.results.VariantAggregate) and how it is formatted. The recipe reports, the
+aggregate (common.analysis.results_compare.VariantAggregate) and how it is formatted. The recipe reports, the
 overview page, the ladder, the sweeps and the diagnosis all take their numbers from here. A recipe
 lists in its spec's evidence the names its technique must move (sync_removal: "syncs_per_step"); the report
 leads with those."""
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from common.analysis import ceiling
-from common.analysis.results import VariantAggregate
+from common.analysis.results_compare import VariantAggregate
 
 NONE = "n/a"  # a figure that was not measured (a CPU run has no GPU idle share)
 

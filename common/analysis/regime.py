@@ -1,5 +1,5 @@
 """Where a technique pays: the crossover of a sweep, read from the speedup's verdict at every point."""
-from common.analysis.results import Point
+from common.analysis.results_sweep import Point
 
 
 def crossover(points: list[Point], knob: str) -> str:

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 
 from common.analysis import ceiling, traces
-from common.analysis.results import Ceilings, OpRoof, Roofline
+from common.analysis.results_run import Ceilings, OpRoof, Roofline
 
 SIZES = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "long int": 8, "int": 4, "short int": 2,
          "bool": 1, "unsigned char": 1, "signed char": 1, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1}

@@ -22,7 +22,8 @@ narrow exactly when there is least data (tests/test_stats.py measures both).
 import math
 from statistics import fmean, median, pstdev, stdev
 
-from common.analysis.results import MEAN, MEDIAN, Speedup, Summary
+from common.analysis.results_compare import MEAN, MEDIAN, Speedup
+from common.analysis.results_run import Summary
 
 NOISY_CV = 0.10  # a coefficient of variation above 10% makes a measurement "noisy"
 FLOOR = 0.03  # an interval inside +-3% is "no meaningful difference"

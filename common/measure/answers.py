@@ -4,7 +4,7 @@ that two twins that answer other customers, or stale requests, differ. A run lea
 once it logs an answer (in its warm-up); until then it is a training run."""
 import torch
 
-from common.analysis.results import ANSWERS_KEPT, RunResult
+from common.analysis.results_run import ANSWERS_KEPT, RunResult
 
 
 class ServedAnswers:

@@ -22,7 +22,8 @@ import torch
 
 from common import env
 from common.analysis import ceiling
-from common.analysis.results import Ceilings, atomic_write_text, file_lock
+from common.analysis.results_run import Ceilings
+from common.files import atomic_write_text, file_lock
 from common.measure import contention, stamp
 from common.measure import device as device_profile
 

@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from common.analysis.results import Load
+from common.analysis.results_run import Load
 from common.measure import cpu_time
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from common.analysis.results import GpuReport
+from common.analysis.results_run import GpuReport
 from common.measure import memory
 
 # clocks-event (throttle) reason bits from nvml.h; GPU idle is not a slowdown

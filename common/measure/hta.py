@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from common.analysis.results import HtaReading
+from common.analysis.results_run import HtaReading
 
 FULL_QUEUE = 1024  # CUDA's launch queue: a host that fills it blocks in the next launch
 

@@ -17,7 +17,7 @@ closure runs twice (LBFGS)."""
 import torch
 from torch.amp.grad_scaler import OptState
 
-from common.analysis.results import LossScaling
+from common.analysis.results_doctor import LossScaling
 from common.measure import faults
 
 CLIPS = ("clip_grad_norm_", "clip_grad_value_")  # what a script clips with, in torch.nn.utils and its clip_grad

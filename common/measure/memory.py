@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from common.analysis.results import Memory
+from common.analysis.results_run import Memory
 
 
 def cuda_index(device: torch.device) -> int:

@@ -43,16 +43,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from common import env
 from common.analysis import stats
-from common.analysis.results import (
-    Config,
-    Evidence,
-    Observation,
-    OutOfMemory,
-    RunResult,
-    Timing,
-    oom_path,
-    write_result,
-)
+from common.analysis.results import write_result
+from common.analysis.results_doctor import Observation
+from common.analysis.results_run import Config, Evidence, OutOfMemory, RunResult, Timing, oom_path
 from common.cli import DOCTOR_MIN_TIMED as MIN_TIMED
 from common.cli import OneLineParser, add_doctor_flags, split_passthrough
 from common.errors import EXIT_COOKBOOK_FAULT, EXIT_OOM
@@ -98,7 +91,7 @@ DEVICE_ERRORS = ("CUDA error", "out of memory", "device-side assert")
 
 
 @contextlib.contextmanager
-def ours(what: str):
+def doctor_work(what: str):
     """Around the doctor's own work inside the script's run: its errors become CookbookFault."""
     try:
         yield
@@ -418,7 +411,7 @@ class Observer:
 
     # --- the stages, driven by step ends ----------------------------------------------------------
     def step_end(self):
-        with ours("ending a step"):
+        with doctor_work("ending a step"):
             self._step_end()
 
     def _step_end(self):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from common.analysis.results import (
+from common.analysis.results_run import (
     CompileStats,
     Evidence,
     Load,

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from common.analysis.results import KindRow, KindView, MemoryArtifacts, OpRow, OpView, OpViews
+from common.analysis.results_run import KindRow, KindView, MemoryArtifacts, OpRow, OpView, OpViews
 from common.analysis.traces import GPU_CATS, LAUNCH_CATS, read_trace, union, union_length
 from common.env import rank_world
 from common.measure import memory

@@ -13,7 +13,7 @@ import contextlib
 
 import torch
 
-from common.analysis.results import Randomness
+from common.analysis.results_run import Randomness
 from common.measure import dropout, faults
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from common.analysis.results import LoaderSettings, OpsSeen
+from common.analysis.results_doctor import LoaderSettings, OpsSeen
 from common.measure.profiling import read_trace
 
 CLOSURE = "doctor: optimizer closure"  # common.measure.observer's range around a step's closure

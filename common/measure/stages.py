@@ -18,7 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from common import env
 from common.analysis import bursts, roofline, stats, traces
-from common.analysis.results import Bursts, CompileStats, Evidence, PhaseEvidence, Summary, Timing, UnreadTrace
+from common.analysis.results_run import Bursts, CompileStats, Evidence, PhaseEvidence, Summary, Timing, UnreadTrace
 from common.measure import ceiling, cpu_time, hta, memory, tf32, trainstate
 from common.measure.nvtx import Ranges, kernel_window
 from common.measure.profiling import mark_rank, memory_artifacts, op_views, profiler, trace_evidence

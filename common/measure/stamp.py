@@ -6,7 +6,7 @@ import platform
 import torch
 
 from common import env
-from common.analysis.results import Stamp
+from common.analysis.results_run import Stamp
 from common.measure import device as device_profile
 from common.measure import tf32
 

@@ -4,7 +4,7 @@ from pathlib import Path
 from common import env
 from common.analysis import stats
 from common.analysis.metrics import fmt
-from common.analysis.results import DataSource, RunResult
+from common.analysis.results_run import DataSource, RunResult
 
 
 def summary(r: RunResult, out: Path) -> str:

@@ -8,7 +8,8 @@ its report says so. Prints one line per comparison: the traces read and those mi
 import sys
 from pathlib import Path
 
-from common.analysis.results import Comparison, read_result, write_result
+from common.analysis.results import read_result, write_result
+from common.analysis.results_compare import Comparison
 from common.measure.stages import read_trace
 
 

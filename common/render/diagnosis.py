@@ -3,13 +3,9 @@ from pathlib import Path
 
 from common import env
 from common.analysis.metrics import fmt
-from common.analysis.results import (
-    Diagnosis,
-    GpuReport,
-    OpViews,
-    RunResult,
-    atomic_write_bytes,
-)
+from common.analysis.results_diagnose import Diagnosis
+from common.analysis.results_run import GpuReport, OpViews, RunResult
+from common.files import atomic_write_bytes
 from common.render import page, plots
 from common.render.report import VIEW_ROWS, VIEW_TITLES, view_title, view_value
 

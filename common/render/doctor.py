@@ -12,7 +12,8 @@ from common import env
 from common.analysis import coldstart, doctor, stats
 from common.analysis.figures import Figure
 from common.analysis.metrics import fmt
-from common.analysis.results import DoctorVerdict, Observation, OutOfMemory, Trial, Trials
+from common.analysis.results_doctor import DoctorVerdict, Observation, Trial, Trials
+from common.analysis.results_run import OutOfMemory
 from common.render import page, roofline
 from common.render.diagnosis import phase_sections
 from common.render.report import hta_lines

@@ -10,14 +10,11 @@ from pathlib import Path
 
 from common import catalog, env
 from common.analysis import goals, metrics, stats
-from common.analysis.results import (
-    Comparison,
-    LadderSummary,
-    SweepResult,
-    atomic_write_bytes,
-    read_result,
-)
+from common.analysis.results import read_result
+from common.analysis.results_compare import Comparison, LadderSummary
+from common.analysis.results_sweep import SweepResult
 from common.errors import CookbookError, exit_with
+from common.files import atomic_write_bytes
 from common.render import page, plots
 from common.render.report import evidence_keys, verdict
 from common.workloads import workload_names

@@ -6,7 +6,8 @@ from common import env
 from common.analysis import coldstart, metrics, stats
 from common.analysis.aggregate import parity_failure
 from common.analysis.metrics import fmt
-from common.analysis.results import LadderSummary, atomic_write_bytes
+from common.analysis.results_compare import LadderSummary
+from common.files import atomic_write_bytes
 from common.render import page, plots
 
 

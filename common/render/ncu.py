@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from common import env
 from common.analysis import ncu
 from common.analysis.metrics import fmt
-from common.analysis.results import RunResult
+from common.analysis.results_run import RunResult
 
 
 @dataclass

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from common import env
-from common.analysis.results import atomic_write_text
+from common.files import atomic_write_text
 
 
 def write(path: Path, text: str) -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from common import catalog
 from common.analysis import figures
-from common.analysis.results import atomic_write_text
 from common.env import REPO_ROOT
 from common.errors import CookbookError, exit_with
+from common.files import atomic_write_text
 
 README = REPO_ROOT / "README.md"
 ROW = re.compile(r"^\| \[`(?P<recipe>[a-z0-9_]+)`\]\(recipes/(?P=recipe)/README\.md\) \|")

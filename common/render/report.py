@@ -12,20 +12,11 @@ from common import catalog, env
 from common.analysis import coldstart, figures, goals, metrics, stats
 from common.analysis.aggregate import masks_words, parity_failure, skipped_words
 from common.analysis.metrics import fmt
-from common.analysis.results import (
-    BudgetSearch,
-    Comparison,
-    CompileStats,
-    DataSource,
-    Evidence,
-    MemoryBudget,
-    VariantAggregate,
-    WorkloadComparison,
-    atomic_write_bytes,
-    atomic_write_text,
-    read_result,
-)
+from common.analysis.results import read_result
+from common.analysis.results_compare import BudgetSearch, Comparison, MemoryBudget, VariantAggregate, WorkloadComparison
+from common.analysis.results_run import CompileStats, DataSource, Evidence
 from common.errors import CookbookError, exit_with
+from common.files import atomic_write_bytes, atomic_write_text
 from common.render import diffs, page, plots, roofline
 
 VIEW_TITLES = {  # the op tables of Evidence.views (results.OpViews), by field
@@ -410,7 +401,7 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
     out += busy_lines(entry)
     out += [opening(entry, keys, cpu), ""]
     out += _host_bound(recipe, entry)
-    goal = goals.line(recipe, workload, entry)
+    goal = goals.goal_line(recipe, workload, entry)
     out += [f"- {goal}"] if goal else []
     out += [f"- Processes: {entry.rounds_reason}"] if entry.rounds_reason else []
     for key in evidence_keys(slow, keys)[1:]:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from common.analysis import roofline, traces
-from common.analysis.results import Evidence, Roofline
+from common.analysis.results_run import Evidence, Roofline
 from common.cli import OneLineParser, positive_int
 from common.errors import CookbookError, exit_with
 from common.render import page

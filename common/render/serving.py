@@ -7,7 +7,8 @@ from common import env
 from common.analysis import figures, stats
 from common.analysis.aggregate import parity_failure
 from common.analysis.load import CLIENT_LAG_SHARE, CLIENT_SHORT
-from common.analysis.results import Stamp, atomic_write_bytes, atomic_write_text
+from common.analysis.results_run import Stamp
+from common.files import atomic_write_bytes, atomic_write_text
 from common.render import diffs, page, plots
 
 

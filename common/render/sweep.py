@@ -4,7 +4,8 @@ from pathlib import Path
 
 from common import env
 from common.analysis import figures
-from common.analysis.results import SweepResult, atomic_write_bytes
+from common.analysis.results_sweep import SweepResult
+from common.files import atomic_write_bytes
 from common.render import page, plots
 
 

@@ -3,7 +3,8 @@ python -m common.render.timeline RESULT.json ... (a run's results, in any order)
 import sys
 from pathlib import Path
 
-from common.analysis.results import RunResult, read_result
+from common.analysis.results import read_result
+from common.analysis.results_run import RunResult
 from common.analysis.timeline import PHASES, durations
 
 

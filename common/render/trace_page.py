@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from common.analysis import trace_views
-from common.analysis.results import atomic_write_text
 from common.errors import CookbookError, exit_with
+from common.files import atomic_write_text
 
 COLORS = {"kernel": "#2f6db3", "memcpy": "#e08a1e", "memset": "#c4b21b", "runtime": "#8a55b5",
           "data loading": "#d0453a", "CPU op": "#3f9a55", "other": "#b8b8b8"}

@@ -9,7 +9,7 @@ twins and the report says "fits batch N without, M with". It needs CUDA: on a CP
 """
 from pathlib import Path
 
-from common.analysis.results import BudgetSearch
+from common.analysis.results_compare import BudgetSearch
 from common.runners import launch
 
 DEFAULT_GB = 16.0  # the seed's GPU: a T4 has 16 GB

@@ -16,7 +16,8 @@ from pathlib import Path
 import ladder
 from common.analysis import coldstart, stats
 from common.analysis.aggregate import aggregate, parity, parity_failure
-from common.analysis.results import LadderRounds, LadderSummary, Rung, write_result
+from common.analysis.results import write_result
+from common.analysis.results_compare import LadderRounds, LadderSummary, Rung
 from common.cli import OneLineParser, check_script_flags, split_passthrough
 from common.errors import CookbookError, exit_with
 from common.render.ladder import render

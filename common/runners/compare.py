@@ -27,15 +27,9 @@ from common import catalog, env
 from common.analysis import coldstart, stats, timeline
 from common.analysis.aggregate import RESEEDED_RTOL, aggregate, parity, parity_failure
 from common.analysis.device import DeviceProfile
-from common.analysis.results import (
-    Comparison,
-    ComparisonRounds,
-    MemoryBudget,
-    RunResult,
-    WorkloadComparison,
-    file_lock,
-    write_result,
-)
+from common.analysis.results import write_result
+from common.analysis.results_compare import Comparison, ComparisonRounds, MemoryBudget, WorkloadComparison
+from common.analysis.results_run import RunResult
 from common.cli import (
     OneLineParser,
     check_script_flags,
@@ -45,6 +39,7 @@ from common.cli import (
     split_passthrough,
 )
 from common.errors import CookbookError, exit_with
+from common.files import file_lock
 from common.runners import budget, launch, nodes, pipeline
 from common.spec import Budget
 from common.workloads import workload_names
@@ -102,7 +97,7 @@ class Rounds:
 
 
 @dataclass
-class Plan:
+class ComparePlan:
     """Everything one comparison runs: validated from the command line before anything starts."""
     recipe: str
     title: str
@@ -145,7 +140,7 @@ class Plan:
                     and self.cuda and not self.smoke)
 
 
-def make_plan(argv) -> Plan:
+def make_plan(argv) -> ComparePlan:
     """Every input checked, nothing started or written: a bad one is a CookbookError (one line, exit 2)."""
     args = parse_args(argv)
     recipe = catalog.check(args.recipe)
@@ -204,7 +199,7 @@ def make_plan(argv) -> Plan:
     script_args = args.script_args + (["--profile-steps", "0"] if args.aa else [])  # an A/A needs no evidence
     if spec.memory_snapshot and not args.aa:  # the allocator's history (CUDA) beside each trace
         script_args = script_args + ["--memory-snapshot"]
-    return Plan(recipe=recipe, title=spec.title, cuda=cuda, evidence=tuple(spec.evidence),
+    return ComparePlan(recipe=recipe, title=spec.title, cuda=cuda, evidence=tuple(spec.evidence),
                 parity_rtol=args.parity_rtol, rounds=rounds, workloads=workloads,
                 script_flags={w: common_flags + data[catalog.workload_of(w)] + script_args for w in workloads},
                 cpus=cpus, reports_dir=reports_dir, results_dir=results_dir,
@@ -217,12 +212,12 @@ def make_plan(argv) -> Plan:
                 primed=() if args.aa else tuple(spec.prime))
 
 
-def run_variant(plan: Plan, workload, variant, round_no, read=RunResult) -> launch.Outcome:
+def run_variant(plan: ComparePlan, workload, variant, round_no, read=RunResult) -> launch.Outcome:
     """One process of a twin; round 0 is a pair's priming run (PRIME), unmeasured and unprofiled."""
     return start_variant(plan, workload, variant, round_no, read).outcome()
 
 
-def start_variant(plan: Plan, workload, variant, round_no, read=RunResult, slot=None) -> launch.Started:
+def start_variant(plan: ComparePlan, workload, variant, round_no, read=RunResult, slot=None) -> launch.Started:
     """run_variant(), started; slot: its place in a pipeline (common.runners.pipeline)."""
     out = plan.results_dir / f"{workload}_{variant}_{f'r{round_no}' if round_no else 'prime'}.json"
     flags = ["--trace-dir", str(plan.traces_dir / f"{workload}_{variant}")] + plan.script_flags[workload]
@@ -240,7 +235,7 @@ def start_variant(plan: Plan, workload, variant, round_no, read=RunResult, slot=
                               extra_env={env.RUN_ENV: f"{variant}:{round_no}"}, slot=slot)
 
 
-def pipelined(plan: Plan, workload) -> pipeline.Pipeline | None:
+def pipelined(plan: ComparePlan, workload) -> pipeline.Pipeline | None:
     """The rounds' children pipelined where that costs their measurement nothing (common.runners.pipeline):
     not a cold start's fresh interpreters, not torchrun's ranks, not without a core to spare."""
     if plan.fresh or plan.nproc or plan.machines or pipeline.wanted(plan.cpus, plan.cuda):
@@ -248,7 +243,7 @@ def pipelined(plan: Plan, workload) -> pipeline.Pipeline | None:
     return pipeline.Pipeline(lambda v, n, slot: start_variant(plan, workload, v, n, slot=slot), plan.cpus)
 
 
-def run_workload(plan: Plan, workload, counter: launch.Counter) -> tuple[dict, list, str]:
+def run_workload(plan: ComparePlan, workload, counter: launch.Counter) -> tuple[dict, list, str]:
     """Rounds of slow and fast until the interval decides (or the cap); the runs, failures, reason."""
     def stop(round_no, done: launch.Rounds) -> str | None:
         """Sequential stopping: after `least` rounds, one look at the interval per round."""
@@ -279,7 +274,7 @@ def run_workload(plan: Plan, workload, counter: launch.Counter) -> tuple[dict, l
     return done.runs, failures, done.stopped or plan.rounds.describe()
 
 
-def prime(plan: Plan, workload, counter: launch.Counter) -> None:
+def prime(plan: ComparePlan, workload, counter: launch.Counter) -> None:
     """The pair's fast twin once before round 1, its result kept apart (<pair>_fast_prime.json): what it
     leaves behind (a compile cache) is what every measured fast process starts from."""
     print(counter(("prime", workload), f"{workload} fast, priming (unmeasured)"), end=" ", flush=True)
@@ -313,7 +308,7 @@ def summarize_workload(runs_by_variant, rule, reason="", looks=1, measure="step"
     return entry
 
 
-def make_counter(plan: Plan) -> launch.Counter:
+def make_counter(plan: ComparePlan) -> launch.Counter:
     """The runs planned and the most that may follow: each pair's rounds (from the least to the cap),
     then, where it runs, the memory-budget search's probes (one each at least)."""
     per_round = len(catalog.VARIANTS)
@@ -325,7 +320,7 @@ def make_counter(plan: Plan) -> launch.Counter:
     return launch.Counter(stages)
 
 
-def run_all(plan: Plan) -> Comparison:
+def run_all(plan: ComparePlan) -> Comparison:
     launch.ensure_ceiling(plan.cuda)
     counter = make_counter(plan)
     _, least, most = counter.totals()
@@ -352,7 +347,7 @@ def run_all(plan: Plan) -> Comparison:
     return comparison
 
 
-def search_budget(plan: Plan, counter: launch.Counter | None = None) -> MemoryBudget:
+def search_budget(plan: ComparePlan, counter: launch.Counter | None = None) -> MemoryBudget:
     """The largest batch each twin trains under the memory budget (CUDA only)."""
     pair, gb = plan.budget_spec.pair, plan.budget_gb
     found = MemoryBudget(pair=pair, budget_gb=gb)
@@ -388,7 +383,7 @@ AA_VERDICT = {"faster": "called FASTER than itself", "slower": "called SLOWER th
               "undecided": stats.WORDS["undecided"]}
 
 
-def aa_verdicts(plan: Plan, comparison: Comparison) -> list[str]:
+def aa_verdicts(plan: ComparePlan, comparison: Comparison) -> list[str]:
     """An A/A's line per pair ("A/A: 1.00x, 0.98-1.02 ..."), printed; the reasons it fails the check."""
     reasons = []
     for workload, entry in comparison.workloads.items():
@@ -414,7 +409,7 @@ def aa_verdicts(plan: Plan, comparison: Comparison) -> list[str]:
     return reasons
 
 
-def finish(plan: Plan, comparison: Comparison) -> int:
+def finish(plan: ComparePlan, comparison: Comparison) -> int:
     """Write comparison.json and the report, print the summary; the exit status."""
     write_result(plan.results_dir / "comparison.json", comparison)
     from common.render import report  # matplotlib is only needed here
@@ -450,7 +445,7 @@ def finish(plan: Plan, comparison: Comparison) -> int:
     return 1 if reasons else 0
 
 
-def not_applicable(plan: Plan) -> int:
+def not_applicable(plan: ComparePlan) -> int:
     """The technique does not exist on this device: said in the report and on the terminal, not timed."""
     comparison = Comparison(recipe=plan.recipe, title=plan.title, evidence_keys=list(plan.evidence), smoke=plan.smoke,
                             device="cuda" if plan.cuda else "cpu", command=plan.command, aa=plan.aa,

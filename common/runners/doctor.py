@@ -27,7 +27,9 @@ from pathlib import Path
 from common import catalog, env
 from common.analysis import doctor, figures
 from common.analysis import fixes as catalog_fixes
-from common.analysis.results import Observation, OutOfMemory, oom_path, read_result, write_result
+from common.analysis.results import read_result, write_result
+from common.analysis.results_doctor import Observation
+from common.analysis.results_run import OutOfMemory, oom_path
 from common.cli import (
     DOCTOR_MIN_TIMED,
     OneLineParser,
@@ -143,7 +145,7 @@ def main(argv=None) -> int:
         if small := trials.too_small(obs, args.fix_names, outcome.seconds, args.try_budget if given else sized,
                                      args.test_fixes):
             print(f"doctor --try: {small}", flush=True)
-        plan = trials.Plan(script=script, script_args=args.script_args, cpus=cpus, out_dir=out_dir / "try",
+        plan = trials.TrialPlan(script=script, script_args=args.script_args, cpus=cpus, out_dir=out_dir / "try",
                            flags=trial_flags(args), profile_steps=args.profile_steps,
                            budget_s=args.try_budget if given else sized, started=time.perf_counter(), cwd=args.cwd)
         tried = trials.run(obs, args.fix_names, plan, args.test_fixes)  # fresh interpreters: see docs/doctor.md

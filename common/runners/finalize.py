@@ -13,9 +13,11 @@ import tempfile
 from pathlib import Path
 
 from common import env
-from common.analysis.results import Comparison, atomic_write_text, read_result
+from common.analysis.results import read_result
+from common.analysis.results_compare import Comparison
 from common.cli import OneLineParser
 from common.errors import CookbookError, exit_with
+from common.files import atomic_write_text
 from common.render import index, readme, report
 from common.runners import launch, tour
 

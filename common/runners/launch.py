@@ -31,7 +31,9 @@ from pathlib import Path
 from common import env, startup
 from common.analysis import device as device_rules
 from common.analysis.device import DeviceProfile
-from common.analysis.results import Failure, RunResult, read_result, write_result
+from common.analysis.results import read_result, write_result
+from common.analysis.results_compare import Failure
+from common.analysis.results_run import RunResult
 from common.cli import positive_int
 from common.errors import EXIT_OOM, CookbookError
 from common.workloads import resolve, workload_names, workload_spec
@@ -83,7 +85,7 @@ def check_data(values: list[str], workloads) -> None:
         resolve(workload_spec(workload).check)(Path(flags[1]))
 
 
-def seen() -> dict:
+def device_seen() -> dict:
     """What the sitting's runner probed once and passed down (env.DEVICE_SEEN_ENV), else nothing."""
     try:
         return json.loads(os.environ.get(env.DEVICE_SEEN_ENV) or "{}")
@@ -94,8 +96,8 @@ def seen() -> dict:
 @cache
 def cuda_device_count() -> int:
     """The GPUs a child process sees: the runner itself never imports torch nor holds a CUDA context."""
-    if "gpus" in seen():
-        return int(seen()["gpus"])
+    if "gpus" in device_seen():
+        return int(device_seen()["gpus"])
     probe = ("import json, torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
              "print(json.dumps({'gpus': n, 'torch': torch.__version__, 'cuda': torch.version.cuda, "
              "'capability': list(torch.cuda.get_device_capability(0)) if n else None, "
@@ -138,8 +140,8 @@ def device_profile(cuda: bool) -> DeviceProfile:
         return device_rules.simulated(name)
     if not cuda:
         return device_rules.cpu(env.cpu_model())
-    if seen().get("profile"):
-        return DeviceProfile.from_json(seen()["profile"])
+    if device_seen().get("profile"):
+        return DeviceProfile.from_json(device_seen()["profile"])
     out = subprocess.run([sys.executable, "-m", "common.measure.device", "--device", "cuda"], cwd=env.REPO_ROOT,
                          capture_output=True, text=True)
     try:
@@ -151,7 +153,7 @@ def device_profile(cuda: bool) -> DeviceProfile:
 
 def ensure_ceiling(cuda: bool) -> None:
     """The matmul ceiling (for MFU), measured in a child process unless cached."""
-    if cuda and not seen().get("ceiling"):
+    if cuda and not device_seen().get("ceiling"):
         subprocess.run([sys.executable, "-m", "common.measure.ceiling", "--if-missing"], cwd=env.REPO_ROOT, check=False)
 
 
@@ -241,11 +243,11 @@ def _pin(cpus):
 def echo(line: str) -> None:
     """A child's output as it comes, indented, less the profiler's and the CUDA runtime's chatter."""
     if not line.startswith(("USDT", "[W", "ERROR:")):
-        for part in shown(line):
+        for part in readable_lines(line):
             print("  " + part, flush=True)
 
 
-def shown(line: str) -> list[str]:
+def readable_lines(line: str) -> list[str]:
     """A line as a reader should see it: a progress bar redrawn with carriage returns (tqdm) as its
     last state, and the doctor's own words, written after a bar that ended no line, on their own."""
     parts = [p.rstrip() for p in re.split(r"\r|(?=doctor: )", line.rstrip("\n")) if p.strip()]
@@ -360,7 +362,7 @@ def process(target: list[str], argv: list[str], log, extra_env=None, cpus=None):
     """A child that is not a measured run (a server, a build step): `python <target> <argv>` from the
     repository's root, leading its own session (a terminal's Ctrl-C reaches the runner alone), its
     output into `log` (None: a pipe in .stdout), pinned to `cpus` where given, forked from the
-    suite's zygote where there is one. End it with end()."""
+    suite's zygote where there is one. End it with end_process()."""
     child_env = {**os.environ, **(extra_env or {}), "PYTHONPATH": _pythonpath()}
     return _start([sys.executable, *target, *argv], target, (), env.REPO_ROOT, child_env, cpus, log, session=True)
 
@@ -413,7 +415,7 @@ def _pythonpath() -> str:
     return os.pathsep.join(p for p in (str(env.REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
 
 
-def end(proc) -> int:
+def end_process(proc) -> int:
     """Kill a child process() started, and whatever it started in its session; its status."""
     if proc.poll() is None:
         _signal(proc, signal.SIGKILL, isinstance(proc, subprocess.Popen))

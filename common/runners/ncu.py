@@ -16,9 +16,9 @@ from pathlib import Path
 
 from common import catalog, env
 from common.analysis import ncu
-from common.analysis.results import atomic_write_text
 from common.cli import OneLineParser, check_script_flags, pick, positive_int, split_passthrough
 from common.errors import CookbookError, exit_with
+from common.files import atomic_write_text
 from common.render import ncu as render
 from common.runners import launch
 from common.workloads import workload_names

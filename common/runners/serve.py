@@ -26,8 +26,8 @@ from pathlib import Path
 from common import catalog, env
 from common.analysis import aggregate, stats, traces
 from common.analysis.load import sla_rate
-from common.analysis.results import atomic_write_text
 from common.errors import CookbookError, exit_with
+from common.files import atomic_write_text
 from common.render import trace_page
 from common.runners import launch
 from common.runners.load import answers, offer, run
@@ -65,7 +65,7 @@ class TwinRun:
 
 
 @dataclass
-class Plan:
+class ServePlan:
     recipe: str
     pairs: list
     rounds: int
@@ -100,7 +100,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def parse(argv) -> Plan:
+def parse(argv) -> ServePlan:
     p = argparse.ArgumentParser(prog="python -m common.runners.serve", description=__doc__.splitlines()[0])
     p.add_argument("recipe")
     launch.add_flags(p, rounds_help="rounds of slow and fast processes (default: the recipe's ROUNDS)")
@@ -125,7 +125,7 @@ def parse(argv) -> Plan:
     results = launch.output_folder(a.reports_dir, a.recipe)
     cpus = launch.cpu_set(a.cpus)
     half = len(cpus) // 2 if len(cpus) >= 4 else 0
-    return Plan(recipe=a.recipe, pairs=catalog.workloads(a.recipe), rounds=a.rounds or load.rounds[mode],
+    return ServePlan(recipe=a.recipe, pairs=catalog.workloads(a.recipe), rounds=a.rounds or load.rounds[mode],
                 rates=rates, duration_s=a.duration_s or load.duration_s[mode], sla_ms=sla,
                 parity_requests=load.parity_requests[mode], device="cuda" if cuda else "cpu", data=a.data,
                 smoke=a.smoke, reports_dir=Path(a.reports_dir), results_dir=results, mode=mode,
@@ -153,7 +153,7 @@ def _get(url: str) -> dict:
 class Twin:
     """One server process of one twin."""
 
-    def __init__(self, plan: Plan, pair: str, variant: str, round_no: int, trace: Path | None):
+    def __init__(self, plan: ServePlan, pair: str, variant: str, round_no: int, trace: Path | None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.summary = plan.results_dir / f"{pair}_{variant}_r{round_no}.summary.json"
@@ -190,7 +190,7 @@ class Twin:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self) -> int:
-        rc = launch.end(self.proc)
+        rc = launch.end_process(self.proc)
         self.log.close()
         return rc
 
@@ -202,7 +202,7 @@ MALFORMED = {  # kind -> a body the server must refuse with a 422 and a one-line
 }
 
 
-def run_twin(plan: Plan, pair: str, variant: str, round_no: int, rows: list[list[float]]) -> TwinRun:
+def run_twin(plan: ServePlan, pair: str, variant: str, round_no: int, rows: list[list[float]]) -> TwinRun:
     """Start the twin's server, measure it, drain it; the outcome, whatever happened."""
     trace = (plan.reports_dir / "traces" / plan.recipe / f"{pair}_{variant}.pt.trace.json") if round_no == 1 else None
     twin = Twin(plan, pair, variant, round_no, trace)
@@ -335,7 +335,7 @@ def _drain(twin: Twin, bodies: list[bytes]) -> dict:
             "exit_code": rc}
 
 
-def serve_all(plan: Plan) -> dict:
+def serve_all(plan: ServePlan) -> dict:
     """Every pair's rounds; the results written as they come."""
     workload = catalog.workload_of(plan.pairs[0])  # a served recipe's pairs serve one workload
     data_arg = dict(zip(*[iter(launch.data_flags(plan.data, [workload])[workload])] * 2)).get("--data")
@@ -351,7 +351,7 @@ def serve_all(plan: Plan) -> dict:
                 prep.wait()
             finally:  # Ctrl-C during the build: the build stops too
                 prep.stdout.close()
-                launch.end(prep)
+                launch.end_process(prep)
             if prep.returncode:
                 raise CookbookError(f"{pair} {variant}: preparing failed (exit {prep.returncode}):\n"
                                     + "\n".join(said.splitlines()[-15:]))
@@ -366,7 +366,7 @@ def serve_all(plan: Plan) -> dict:
     return out
 
 
-def judge(plan: Plan, pair: str, found: dict) -> dict:
+def judge(plan: ServePlan, pair: str, found: dict) -> dict:
     """Per pair: the SLA rates over processes and their interval, parity of the answers, robustness."""
     from types import SimpleNamespace
 

@@ -77,7 +77,7 @@ class Cost:
 
 
 @dataclass
-class Plan:
+class Schedule:
     now: list = field(default_factory=list)  # (leg, Cost) this sitting
     later: list = field(default_factory=list)  # (leg, Cost) the next sittings
     never: list = field(default_factory=list)  # (leg, Cost) longer than any sitting of this budget
@@ -140,10 +140,10 @@ def predicted(leg, ledger: dict, key: str, rounds: int, bundle_costs: dict | Non
     return Cost(overhead + (2 * rounds + primed) * cost.seconds, cost.source)
 
 
-def plan(legs: list, cost_of, budget_s: float, setup_s: float) -> Plan:
+def schedule(legs: list, cost_of, budget_s: float, setup_s: float) -> Schedule:
     """The legs in reader order, each scheduled in the first sitting whose time left holds its cost
     (this sitting: the budget less its setup; later ones: the same); `cost_of(leg)` -> Cost."""
-    out = Plan(budget_s=budget_s, setup_s=setup_s)
+    out = Schedule(budget_s=budget_s, setup_s=setup_s)
     room = max(0.0, budget_s - setup_s)
     sittings: list[float] = []  # seconds left in each sitting planned so far; [0] is this one
     for leg in order(legs):
@@ -163,7 +163,7 @@ def plan(legs: list, cost_of, budget_s: float, setup_s: float) -> Plan:
     return out
 
 
-def words(p: Plan, gpu: str) -> list[str]:
+def schedule_lines(p: Schedule, gpu: str) -> list[str]:
     """The plan in lines, as the tour says it first and --dry-run says it alone."""
     took = sum(c.seconds for _, c in p.now)
     lines = [f"this sitting: {len(p.now)} pair(s), ~{took:.0f} s of the {p.budget_s:.0f} s budget after "

@@ -19,7 +19,8 @@ from common import catalog, env
 from common.analysis import stats
 from common.analysis.aggregate import aggregate, parity, parity_failure
 from common.analysis.regime import crossover
-from common.analysis.results import Point, SweepResult, write_result
+from common.analysis.results import write_result
+from common.analysis.results_sweep import Point, SweepResult
 from common.cli import OneLineParser, check_script_flags, check_value, split_passthrough
 from common.errors import CookbookError, exit_with
 from common.render import index

@@ -37,9 +37,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from common import catalog, env
-from common.analysis.results import Comparison, atomic_write_bytes, atomic_write_text, file_lock, read_result
+from common.analysis.results import read_result
+from common.analysis.results_compare import Comparison
 from common.cli import OneLineParser, pick, positive_int
 from common.errors import CookbookError, exit_with
+from common.files import atomic_write_bytes, atomic_write_text, file_lock
 from common.runners import checks, launch, sitting
 from common.workloads import noise_floor_workload, resolve, workload_names, workload_spec
 
@@ -493,7 +495,7 @@ def _tour(argv, clock, run, check, alone=True) -> int:
     cost_of = functools.partial(predicted, ledger=ledger, key=key, rounds=args.rounds, bundle_costs=costs,
                                 ceilings=ceilings, cls=cls)
     spent = clock() - started
-    schedule = sitting.plan(todo, cost_of, args.budget, max(spent, setup_s(ledger, key)))
+    schedule = sitting.schedule(todo, cost_of, args.budget, max(spent, setup_s(ledger, key)))
     gpu = f"{key} ({cls} class)" if cls else key
     for name, why in skipped.items():
         if not only or name in only:
@@ -505,7 +507,7 @@ def _tour(argv, clock, run, check, alone=True) -> int:
             print(f"{leg.name:<18} {leg.recipe}/{leg.pair}" + (f"  ~{cost.seconds:.0f} s ({cost.source})"
                                                                if args.dry_run else "") + ("  (in the bundle)" * had))
         if args.dry_run:
-            print("\n".join(sitting.words(schedule, gpu)) + f" (ledger {env.shown_path(LEDGER)})")
+            print("\n".join(sitting.schedule_lines(schedule, gpu)) + f" (ledger {env.shown_path(LEDGER)})")
         return 0
     work = root / "work"
     manifest = unpacked(bundle, manifest, work, profile, commit, key, args)
@@ -515,7 +517,7 @@ def _tour(argv, clock, run, check, alone=True) -> int:
     deadline = started + args.budget
     print(f"tour on {gpu} at {commit[:12]}: {len(todo)} pair(s) to measure, {args.budget} s from the command's "
           f"start (bundle {env.shown_path(bundle)})", flush=True)
-    for line in sitting.words(schedule, gpu) if todo else []:
+    for line in sitting.schedule_lines(schedule, gpu) if todo else []:
         print(f"plan  {line}", flush=True)
     if not schedule.now:
         return 0
@@ -647,7 +649,7 @@ def check_sitting(args, profile, started: float, clock) -> int:
     return 1 if failed else 0
 
 
-def class_schedules(budget: int, rounds: int = 3) -> list[tuple[str, object, sitting.Plan]]:
+def class_schedules(budget: int, rounds: int = 3) -> list[tuple[str, object, sitting.Schedule]]:
     """(class, profile, plan) of a first sitting of `budget` seconds on each GPU class, as the tour would
     plan it from the committed ledger: its own figures where a class's GPU has some (the H200), else the
     defaults scaled by the class's datasheet ceilings (sitting.DATASHEET), with each class's step caps."""
@@ -660,7 +662,8 @@ def class_schedules(budget: int, rounds: int = 3) -> list[tuple[str, object, sit
         cls = sitting.gpu_class(profile.name, profile.capability)
         cost_of = functools.partial(predicted, ledger=ledger, key=profile.name, rounds=rounds,
                                     ceilings=sitting.DATASHEET.get(cls), cls=cls)
-        out.append((cls, profile, sitting.plan(legs(profile, 1)[0], cost_of, budget, setup_s(ledger, profile.name))))
+        planned = sitting.schedule(legs(profile, 1)[0], cost_of, budget, setup_s(ledger, profile.name))
+        out.append((cls, profile, planned))
     return out
 
 

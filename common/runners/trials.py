@@ -23,7 +23,8 @@ from common.analysis import fixes as catalog_fixes
 from common.analysis.aggregate import aggregate, early_tolerance, parity, parity_failure
 from common.analysis.doctor import busy_first, host_reads
 from common.analysis.fixes import Fix
-from common.analysis.results import Observation, Trial, Trials, read_result
+from common.analysis.results import read_result
+from common.analysis.results_doctor import Observation, Trial, Trials
 from common.runners import launch
 
 MIN_ROUNDS, MAX_ROUNDS = 3, 10
@@ -51,7 +52,7 @@ def wanted(text: str | None, test_fixes: bool = False) -> list[str] | None:
 
 
 @dataclass
-class Plan:
+class TrialPlan:
     """One --try: what runs, with what flags, where, within what budget."""
     script: Path
     script_args: list[str]
@@ -69,7 +70,7 @@ class Plan:
         return self.budget_s - (time.perf_counter() - self.started)
 
 
-def run_arm(plan: Plan, arm: tuple[str, ...], round_no: int) -> launch.Outcome:
+def run_arm(plan: TrialPlan, arm: tuple[str, ...], round_no: int) -> launch.Outcome:
     """The script once, with the fixes of `arm` (none: unchanged): round 1 profiled."""
     name = "+".join(arm) or UNCHANGED
     out = plan.out_dir / plan.stage / f"{name}_r{round_no}.json"
@@ -92,7 +93,7 @@ def run_arm(plan: Plan, arm: tuple[str, ...], round_no: int) -> launch.Outcome:
     return launch.Outcome("ok", obs.result, outcome.seconds, outcome.log, 0, [])
 
 
-def measure(plan: Plan, arms: list[tuple[str, ...]], rules: dict, counter: launch.Counter,
+def measure(plan: TrialPlan, arms: list[tuple[str, ...]], rules: dict, counter: launch.Counter,
             stage: str) -> launch.Rounds:
     """Rounds of the unchanged script and every arm, until each arm's interval decides or the budget
     ends. An arm that crashed or did not take effect in round 1 runs no more, nor one whose losses
@@ -139,7 +140,7 @@ def _speedup(done: launch.Rounds, arm, looks: int):
                          [r.timing.summary.mean_ms for r in fixed[:n]], looks=looks)
 
 
-def _took_effect(plan: Plan, arm) -> tuple[bool, str]:
+def _took_effect(plan: TrialPlan, arm) -> tuple[bool, str]:
     obs = plan.observed.get((arm, 1))
     if obs is None:
         return False, "round 1 did not finish"
@@ -161,7 +162,7 @@ def crash_line(tail: list[str]) -> str | None:
     return (errors or plain or [None])[-1]
 
 
-def noise(plan: Plan, rule: dict) -> tuple[bool | None, float, float, str]:
+def noise(plan: TrialPlan, rule: dict) -> tuple[bool | None, float, float, str]:
     """(deterministic, early noise, window noise, in words) from the first two unchanged runs."""
     a, b = plan.observed.get(((), 1)), plan.observed.get(((), 2))
     if a is None or b is None:
@@ -184,7 +185,7 @@ def pct(x: float | None) -> str:
     return "0%" if not x else f"{x * 100:.2g}%"
 
 
-def judge_parity(plan: Plan, arm, rule: dict, noisy: tuple[float, float]) -> tuple[bool | None, str]:
+def judge_parity(plan: TrialPlan, arm, rule: dict, noisy: tuple[float, float]) -> tuple[bool | None, str]:
     base, fixed = plan.observed.get(((), 1)), plan.observed.get((arm, 1))
     if base is None or fixed is None or not base.result.losses or not fixed.result.losses:
         return None, "no losses to compare (the script passed none to backward)"
@@ -199,7 +200,7 @@ def judge_parity(plan: Plan, arm, rule: dict, noisy: tuple[float, float]) -> tup
                   f"loss (tolerance {pct(p.rtol)})")
 
 
-def row(plan: Plan, done: launch.Rounds, arm, fix: Fix | None, rule: dict, noisy) -> Trial:
+def row(plan: TrialPlan, done: launch.Rounds, arm, fix: Fix | None, rule: dict, noisy) -> Trial:
     trial = Trial(fix=fix.name if fix else TOGETHER, recipe=fix.recipe if fix else "",
                   how=fix.how if fix else "the winners above, all at once", verdict="", fixes=list(arm),
                   lines=lines_to_add(fix) if fix else [])
@@ -333,7 +334,7 @@ def too_small(obs: Observation, names: list[str] | None, process_s: float, budge
             f"(about {MIN_ROUNDS * (len(arms) + 1) * run_cost(obs, process_s):.0f} s would do)")
 
 
-def run(obs: Observation, names: list[str] | None, plan: Plan, test_fixes: bool = False) -> Trials:
+def run(obs: Observation, names: list[str] | None, plan: TrialPlan, test_fixes: bool = False) -> Trials:
     """Every fix asked for (None: those the diagnosis found applicable) tried on the script."""
     known = catalog_fixes.known(test_fixes)
     asked = names if names is not None else list(catalog_fixes.FIXES)

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from common import env
-from common.analysis.results import atomic_write_bytes
+from common.files import atomic_write_bytes
 
 EPOCHS, BATCH, LR, SEED = 3, 64, 1e-3, 0
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from common import env
-from common.analysis.results import file_lock
 from common.errors import CookbookError
+from common.files import file_lock
 from common.workloads import datasource
 
 BATCHES = "cifar-10-batches-py"

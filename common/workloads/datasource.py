@@ -5,7 +5,7 @@ import threading
 import urllib.error
 import urllib.request
 
-from common.analysis.results import DataSource
+from common.analysis.results_run import DataSource
 from common.env import DATA_DECIDED_ENV, OFFLINE_ENV
 
 

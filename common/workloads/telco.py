@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from common import env
-from common.analysis.results import atomic_write_bytes, atomic_write_text
 from common.errors import CookbookError
+from common.files import atomic_write_bytes, atomic_write_text
 from common.workloads import datasource
 
 if TYPE_CHECKING:
