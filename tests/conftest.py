@@ -12,7 +12,8 @@ NEEDS_CXX = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")),
 
 
 # the files whose tests run the most child processes go first, so that the workers finish together
-SLOW_FIRST = ("test_parity.py", "test_recipes.py", "test_frozen.py", "test_device_profiles.py", "test_serving.py",
+SLOW_FIRST = ("test_parity.py", "test_planted_workload.py", "test_recipes.py", "test_frozen.py",
+              "test_device_profiles.py", "test_serving.py",
               "test_nodes.py", "test_sweep.py", "test_ladder.py", "test_reliability.py", "test_gpucheck.py",
               "test_diagnose.py", "test_doctor.py", "test_doctor_frameworks.py", "test_doctor_try.py", "test_tour.py",
               "test_runner.py", "test_startup.py", "test_notebook.py", "test_cold_start.py", "test_gpu_defects.py",

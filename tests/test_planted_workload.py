@@ -122,17 +122,31 @@ def test_a_planted_fourth_workload_runs_through_the_tour_finalize_and_a_sweep(tm
     for variant, foreach in (("slow", False), ("fast", True)):
         (tree / "recipes" / "planted" / f"wave_{variant}.py").write_text(TWIN.format(variant=variant,
                                                                                     foreach=foreach).lstrip())
-    env = {"COOKBOOK_ZYGOTE": "0", "PYTHONPATH": str(tree)}  # the copy's code, each child a fresh interpreter
+    # the copy's code, its children forked from a fork server of its own (which imports the planted module too)
+    env = {**os.environ, "PYTHONPATH": str(tree), "COOKBOOK_ZYGOTE": "0"}
+    socket = tmp_path / "zygote"
+    server = subprocess.Popen([sys.executable, "-m", "common.measure.zygote", "--socket", str(socket),
+                               "--no-cpu-inductor"], cwd=tree, stdout=subprocess.PIPE, text=True, env=env)
+    if server.stdout.readline().strip() == "ready":
+        env["COOKBOOK_ZYGOTE"] = str(socket)
 
     def run(*args):
         proc = subprocess.run([sys.executable, "-m", *args], cwd=tree, capture_output=True, text=True, timeout=400,
-                              env={**os.environ, **env})
+                              env=env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         return proc.stdout
 
+    try:
+        _through_every_runner(tree, tmp_path, run)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _through_every_runner(tree, tmp_path, run):
     bundle, reports = tmp_path / "bundle", tmp_path / "reports"
     said = run("common.runners.tour", "--smoke", "--rounds", "1", "--only", "planted", "--device", "cpu",
-               "--data", "synthetic", "--no-zygote", "--bundle", str(bundle))
+               "--data", "synthetic", "--bundle", str(bundle))
     assert "planted/wave" in said
     assert list(json.loads((bundle / "tour.json").read_text())["legs"]) == ["planted"]
     run("common.runners.finalize", str(bundle), "--reports-dir", str(reports))
