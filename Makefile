@@ -127,14 +127,14 @@ tensorboard: $(SETUP) ## serve reports/local/traces on http://127.0.0.1:6006 (HO
 
 # the files that hold timing tests (marked alone): the second run collects these only, with no fork server
 # (COOKBOOK_ZYGOTE=0: they time steps in their own process, and the server's start is 14 s of Inductor's warm-up)
-ALONE_FILES = $(shell grep -l "mark.alone" tests/test_*.py)
+ALONE_FILES = $(shell grep -l "mark.alone" tests/*/test_*.py)
 
 # the trace page's test opens it in headless Chromium with the network off: Debian's package, where the machine
 # lets this user install it (else that one test says it was skipped, and why)
 browser:
 	@command -v chromium > /dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null && \
 	  timeout 300 apt-get install -y -q chromium > /dev/null 2>&1 && echo "installed chromium (the trace page's test)"; } \
-	  || echo "no chromium: tests/test_trace_page.py's browser test will be skipped (apt-get install chromium)"
+	  || echo "no chromium: tests/integration/test_trace_page.py's browser test will be skipped (apt-get install chromium)"
 
 test: $(SETUP) browser ## lint (ruff), then the CPU test suite on every core, then the timing tests alone, as CI runs it
 	@$(TIMED) $(PY) -m ruff check . && \

@@ -5,7 +5,7 @@ switched on: the scripts ask `on("channels_last")` (an unknown id raises), and e
 small function in ladder/techniques.py (`apply_channels_last`, `autocast`, `adam`, ...), so rung N and
 rung N-1 differ by one technique. `changes` says what the rung must move against the rung below: a metric
 (common.analysis.metrics) and its direction, or an observed fact the script records (run.extra["observed"]);
-tests/test_ladder.py checks every one of them. `make ladder` runs them (common/runners/climb.py) and
+tests/integration/test_ladder.py checks every one of them. `make ladder` runs them (common/runners/climb.py) and
 writes reports/ladder_<workload>.md.
 """
 from collections.abc import Callable

@@ -40,7 +40,7 @@ def isolated_data(tmp_path_factory):
     os.environ["COOKBOOK_DATA_DIR"] = str(tmp_path_factory.mktemp("data"))
     os.environ["COOKBOOK_OFFLINE"] = "1"
     # the cold-start pairs' smoke runs check their pipeline; an empty Inductor cache per process would cost a
-    # minute of C++ compilation each (tests/test_cold_start.py compiles into empty caches where it matters)
+    # minute of C++ compilation each (tests/integration/test_cold_start.py compiles into empty caches where it matters)
     os.environ["COOKBOOK_COMPILE_CACHE"] = "shared"
     if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker per core: each child's torch on one thread, no contention
         os.environ["OMP_NUM_THREADS"] = "1"

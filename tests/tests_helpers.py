@@ -30,7 +30,7 @@ def run_result(ms=10.0, steps=20, variant="slow", losses=None, batch_size=32, de
 
 def headline_of(stdout: str) -> str:
     """A doctor's headline line, less what it says first where the suite's other worker kept the cores
-    busy ("The machine was busy: ...; as measured: "), which tests/test_doctor.py tests on its own."""
+    busy ("The machine was busy: ...; as measured: "), which tests/integration/test_doctor.py tests on its own."""
     line = next(line for line in stdout.splitlines() if line.startswith("Headline: "))
     if line.startswith("Headline: The machine was busy: "):
         rest = line.split("; as measured: ", 1)[1]

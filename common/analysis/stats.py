@@ -17,7 +17,7 @@ The interval is a Welch t-interval on the log of the per-process figures (log, b
 is a ratio and run-to-run noise is multiplicative). With the 3-10 processes a comparison affords,
 a bootstrap over processes cannot be trusted: resampling 3 values gives at most 10 distinct
 medians, and its percentile interval never reaches beyond the observed extremes, so it is too
-narrow exactly when there is least data (tests/test_stats.py measures both).
+narrow exactly when there is least data (tests/unit/test_stats.py measures both).
 """
 import math
 from statistics import fmean, median, pstdev, stdev
@@ -32,7 +32,7 @@ STATISTIC_WORDS = {MEAN: "the timed stretch's wall time over its steps (the mean
                    MEDIAN: "the median step (results written before the mean step was the figure)"}
 # Looking at the interval after every added process and stopping when it decides ("optional
 # stopping") claims false differences far more often than 5%: with a plain 95% interval and looks
-# at 3..10 processes, 14% of identical twins were called different in tests/test_stats.py's
+# at 3..10 processes, 14% of identical twins were called different in tests/unit/test_stats.py's
 # simulation. Each look therefore uses Pocock's nominal level for that many looks (two-sided 5%
 # overall; Pocock 1977, Table 1), which brings the whole procedure back to about 5%.
 POCOCK_ALPHA = {1: 0.05, 2: 0.0294, 3: 0.0221, 4: 0.0182, 5: 0.0158, 6: 0.0142, 7: 0.0130, 8: 0.0120, 9: 0.0112,

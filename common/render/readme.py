@@ -7,7 +7,7 @@ A cell holds what the recipe's report (reports/<recipe>.md, through its facts li
 pair, in stats.describe's words, with the goal met, missed or undecided and a link to the report.
 Only a full-size GPU run of this version fills it: a CPU or smoke report leaves "not measured yet"
 (a data-parallel recipe: "needs 2+ GPUs"), with where it did run: the archived H100 run of an older
-version, or only CPUs with the GPUs' choices simulated. tests/test_docs.py runs the check.
+version, or only CPUs with the GPUs' choices simulated. tests/unit/test_docs.py runs the check.
 """
 import re
 import sys

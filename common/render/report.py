@@ -374,7 +374,7 @@ def _ranks_lines(slow: VariantAggregate, fast: VariantAggregate) -> list[str]:
                        f"(`common/distributed.py`) in place of DDP's built-in C++ one, the same arithmetic; the hook "
                        f"took {d['hook_us_per_call']:.0f} us of host time per call, {d['hook_ms_per_step']:.3f} ms "
                        f"per step ({d['hook_ms_per_step'] / v.step_ms:.1%} of a step), the all-reduce's "
-                       "own launch included (an uncounted run is compared in tests/test_ddp.py)")
+                       "own launch included (an uncounted run is compared in tests/integration/test_ddp.py)")
     return out
 
 

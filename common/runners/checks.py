@@ -31,9 +31,9 @@ from common.runners import launch
 from common.workloads import noise_floor_workload, workload_names, workload_spec
 
 # the tests whose code paths differ on a GPU: CUDA-only tests, the GPU paths, the GPU trace readers
-GPU_TESTS = ("tests/test_techniques.py::test_a_captured_step_trains_like_the_eager_one", "tests/test_gpu_paths.py",
-             "tests/test_hta.py", "tests/test_env.py",
-             "tests/test_doctor.py::test_on_a_gpu_the_image_baseline_is_headlined_as_make_diagnose_does")
+GPU_TESTS = ("tests/unit/test_techniques.py::test_a_captured_step_trains_like_the_eager_one",
+             "tests/integration/test_gpu_paths.py", "tests/unit/test_hta.py", "tests/integration/test_env.py",
+             "tests/integration/test_doctor.py::test_on_a_gpu_the_image_baseline_is_headlined_as_make_diagnose_does")
 FEW_STEPS = ["--steps", "20", "--warmup", "3", "--min-time", "0"]  # small sizes on a GPU: seconds a run
 DOCTOR_FEW = ["--warmup", "3", "--steps", "10", "--time", "5", "--profile-steps", "2"]
 

@@ -91,7 +91,7 @@ def _write(final: Path, seed: int, per_file: int) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-# torchvision's CIFAR10.train_list, test_list and meta md5 sums (tests/test_errors.py holds them
+# torchvision's CIFAR10.train_list, test_list and meta md5 sums (tests/integration/test_errors.py holds them
 # equal), here so that a runner checks a folder before any run without importing torch
 MD5 = {"data_batch_1": "c99cafc152244af753f735de768cd75f", "data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
        "data_batch_3": "54ebc095f3ab1f0389bbae665268c751", "data_batch_4": "634d18415352ddfa80567beed471001a",

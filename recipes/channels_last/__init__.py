@@ -38,5 +38,5 @@ RECIPE = RecipeSpec(
                    "x = x.to(device, memory_format=torch.channels_last)  # NHWC batches"),
         ),
     ),
-    frozen=("resnet18",),  # tests/test_frozen.py: its planted frozen twin fails parity
+    frozen=("resnet18",),  # tests/integration/test_frozen.py: its planted frozen twin fails parity
 )

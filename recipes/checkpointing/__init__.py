@@ -34,5 +34,5 @@ RECIPE = RecipeSpec(
         "H100": {"resnet18": {"max_slowdown": 1.35, "max_memory_share": 0.60}},
         "T4": {"resnet18": {"max_slowdown": 1.2, "max_memory_share": 0.70}},
     },
-    frozen=("churn",),  # tests/test_frozen.py: its planted frozen twin fails parity
+    frozen=("churn",),  # tests/integration/test_frozen.py: its planted frozen twin fails parity
 )

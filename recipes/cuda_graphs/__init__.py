@@ -25,5 +25,5 @@ RECIPE = RecipeSpec(
     # the costs the diagnosis names it for, and its place among their recipes
     cures={"launch overhead": 1},
     host_fix=1,  # it cuts a host-bound step's host work: its place among the fixes the report names
-    frozen=("churn",),  # tests/test_frozen.py: its planted frozen twin fails parity
+    frozen=("churn",),  # tests/integration/test_frozen.py: its planted frozen twin fails parity
 )

@@ -37,7 +37,7 @@ RECIPE = RecipeSpec(
                    "step"),
         ),
     ),
-    frozen=("churn",),  # tests/test_frozen.py: its planted frozen twin fails parity
+    frozen=("churn",),  # tests/integration/test_frozen.py: its planted frozen twin fails parity
 )
 
 

@@ -11,5 +11,5 @@ RECIPE = RecipeSpec(
     parity=ONE_OPTION_PARITY,
     evidence=("allreduce_per_step", "allreduce_mb_per_step", "distinct_digests", "peak_mb", "comm_overlap"),
     defaults=ONE_OPTION_DEFAULTS,
-    frozen=("resnet18",),  # tests/test_frozen.py: its planted frozen twin fails parity
+    frozen=("resnet18",),  # tests/integration/test_frozen.py: its planted frozen twin fails parity
 )

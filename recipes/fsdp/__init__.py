@@ -27,5 +27,5 @@ RECIPE = RecipeSpec(
             "smoke": {"batch_size": 8, "probe_steps": 0},
         }
     },
-    frozen=("resnet18",),  # tests/test_frozen.py: its planted frozen twin fails parity
+    frozen=("resnet18",),  # tests/integration/test_frozen.py: its planted frozen twin fails parity
 )

@@ -24,5 +24,5 @@ RECIPE = RecipeSpec(
                    "settings, with fused=True added: one kernel for every parameter's update",),
         ),
     ),
-    frozen=("churn",),  # tests/test_frozen.py: its planted frozen twin fails parity
+    frozen=("churn",),  # tests/integration/test_frozen.py: its planted frozen twin fails parity
 )

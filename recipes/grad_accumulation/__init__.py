@@ -26,7 +26,7 @@ RECIPE = RecipeSpec(
         "churn": {"cuda": {"batch_size": 4096}, "cpu": {"batch_size": 4096, "steps": 40}},
         "resnet18": {"cuda": {"batch_size": 256}, "smoke": {"batch_size": 8}},
     },
-    frozen=("churn", "resnet18"),  # tests/test_frozen.py: its planted frozen twin fails parity
+    frozen=("churn", "resnet18"),  # tests/integration/test_frozen.py: its planted frozen twin fails parity
 )
 ACCUMULATE = 4  # micro-batches per optimizer step in the fast twin
 

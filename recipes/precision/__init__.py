@@ -36,5 +36,5 @@ RECIPE = RecipeSpec(
                    'torch.backends.cudnn.conv.fp32_precision = "tf32"  # and convolutions'),
         ),
     ),
-    frozen=("churn",),  # tests/test_frozen.py: its planted frozen twin fails parity
+    frozen=("churn",),  # tests/integration/test_frozen.py: its planted frozen twin fails parity
 )

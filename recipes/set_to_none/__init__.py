@@ -17,5 +17,5 @@ RECIPE = RecipeSpec(
             lines=("optimizer.zero_grad(set_to_none=True)  # no fill kernels: backward writes fresh gradients",),
         ),
     ),
-    frozen=("churn",),  # tests/test_frozen.py: its planted frozen twin fails parity
+    frozen=("churn",),  # tests/integration/test_frozen.py: its planted frozen twin fails parity
 )

@@ -23,5 +23,5 @@ RECIPE = RecipeSpec(
     goals={"H100": {"resnet18": {"min_speedup": 1.2}}},  # against the first H100 run's reference points
     # the costs the diagnosis names it for, and its place among their recipes
     cures={"host syncs": 1},
-    frozen=("churn",),  # tests/test_frozen.py: its planted frozen twin fails parity
+    frozen=("churn",),  # tests/integration/test_frozen.py: its planted frozen twin fails parity
 )

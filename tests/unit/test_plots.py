@@ -19,7 +19,7 @@ from common.runners import climb, sweep
 
 from tests_helpers import run_result
 
-H100 = Path(__file__).parent / "data" / "h100-2026-11-22"
+H100 = Path(__file__).parent.parent / "data" / "h100-2026-11-22"
 
 
 # --- typed results -------------------------------------------------------------------------------

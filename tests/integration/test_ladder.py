@@ -18,7 +18,7 @@ from conftest import REPO, run_module
 pytestmark = pytest.mark.xdist_group("ladder")  # one worker builds the module fixture once
 
 CLIMBED = "churn"
-# the test of tests/test_recipes.py whose smoke run asserts each metric a ResNet-18 rung declares
+# the test of tests/integration/test_recipes.py whose smoke run asserts each metric a ResNet-18 rung declares
 WHERE = {"worker_cpu_ms_per_step": "test_loader_work_moves_out_of_the_training_process",
          "syncs_per_step": "test_host_reads_per_step_drop_to_zero",
          "optimizer_ops": "test_fused_adam_calls_far_fewer_ops",

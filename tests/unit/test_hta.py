@@ -7,7 +7,7 @@ import torch
 
 from common.measure import hta, profiling
 
-TRACES = sorted((Path(__file__).parent / "data" / "h100-2026-11-22" / "traces").glob("*.pt.trace.json.gz"))
+TRACES = sorted((Path(__file__).parent.parent / "data" / "h100-2026-11-22" / "traces").glob("*.pt.trace.json.gz"))
 CUDA = torch.device("cuda")  # only names the device type: nothing runs on a GPU here
 PHASES = ("data", "copy", "forward", "backward", "optimizer")
 

@@ -13,7 +13,7 @@ from recipes.grad_accumulation import ACCUMULATE
 from conftest import NEEDS_CXX, comparison_of, run_module, suite_pairs
 
 WORKLOADS = ("churn", "resnet18")
-ACROSS_NODES = {"fsdp"}  # run end to end as two nodes instead (tests/test_nodes.py)
+ACROSS_NODES = {"fsdp"}  # run end to end as two nodes instead (tests/integration/test_nodes.py)
 
 
 @pytest.mark.parametrize("recipe", [pytest.param(r, marks=[pytest.mark.recipe(r)] + ([NEEDS_CXX] if catalog.compiles(r)
@@ -194,7 +194,7 @@ def test_compile_pairs_pass_parity(smoke_run):
 @pytest.mark.recipe("compile")
 @NEEDS_CXX
 def test_a_planted_compiled_twin_whose_steps_update_nothing_fails_parity(tmp_path):
-    """tests/test_parity.py's planted frozen twin, for compile: in the smoke run's worker, so that one
+    """tests/integration/test_parity.py's planted frozen twin, for compile: in the smoke run's worker, so that one
     of the two compiles ResNet-18 and the other finds Inductor's cache."""
     from test_frozen import frozen_fails
 

@@ -1,5 +1,5 @@
 """The recipes' techniques as units, in this process: the helpers and data plumbing that keep each
-pair's twins comparable (tests/test_recipes.py runs the pairs themselves)."""
+pair's twins comparable (tests/integration/test_recipes.py runs the pairs themselves)."""
 import pytest
 import torch
 from torch.utils.data import TensorDataset

@@ -84,7 +84,7 @@ SMALL = textwrap.dedent("""
 @NEEDS_CXX
 def test_artefacts_saved_by_one_life_are_loaded_by_the_next_into_empty_caches_and_found_there(tmp_path):
     """Twice in one process, to save a minute of C++ compilation a second process would spend on the CPU's
-    instruction-set probe; the recipe's smoke run does it across processes (tests/test_recipes.py)."""
+    instruction-set probe; the recipe's smoke run does it across processes (tests/integration/test_recipes.py)."""
     import os
 
     env = {k: v for k, v in os.environ.items() if k != "COOKBOOK_COMPILE_CACHE"}  # empty caches, as a user's

@@ -93,7 +93,7 @@ def test_fsdp_on_two_nodes_holds_half_the_state_per_rank_in_one_consistent_state
 
 def test_ddp_on_two_nodes_trains_in_step_and_its_planted_frozen_twin_fails_parity(tmp_path):
     """The ddp recipe as two nodes, its fast twin planted to update nothing (faults.frozen, the ddp recipe's
-    share of tests/test_parity.py's): every rank of each twin ends identical across the nodes, node 0's
+    share of tests/integration/test_parity.py's): every rank of each twin ends identical across the nodes, node 0's
     report names both, and parity fails the frozen twin."""
     (rc0, said0), (rc1, said1) = _two_nodes(tmp_path, "ddp", "churn", fault="frozen:fast")
     assert rc0 == 1 and "parity FAILED for ddp/churn" in said0, said0

@@ -9,7 +9,7 @@ import pytest
 
 from common.analysis import stats
 
-H100 = Path(__file__).parent / "data" / "h100-2026-11-22"
+H100 = Path(__file__).parent.parent / "data" / "h100-2026-11-22"
 
 
 def test_percentiles_match_numpy():

@@ -9,7 +9,7 @@ import pytest
 
 from common.analysis import trace_views
 
-H100 = Path(__file__).resolve().parent / "data" / "h100-2026-11-22" / "traces"  # the first H100 run's, kept
+H100 = Path(__file__).resolve().parent.parent / "data" / "h100-2026-11-22" / "traces"  # the first H100 run's, kept
 
 
 def _x(name, cat, ts, dur, **args):

@@ -9,7 +9,7 @@ from conftest import run_module
 
 def test_a_smoke_sweep_writes_its_report_and_plot(tmp_path):
     # no profile and no learning probe: the sweep's own work is under test here; both are the recipe
-    # runner's, which tests/test_recipes.py runs for every pair
+    # runner's, which tests/integration/test_recipes.py runs for every pair
     proc = run_module("common.runners.sweep", "amp", "--smoke", "--device", "cpu", "--data", "synthetic",
                       "--reports-dir", str(tmp_path), "--", "--profile-steps", "0", "--probe-steps", "0", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr

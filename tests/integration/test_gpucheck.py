@@ -80,7 +80,7 @@ def test_one_line_per_target_ok_or_failed_with_its_log(tmp_path):
 
 
 def test_the_aa_runs_alone_before_the_others_and_its_ok_line_shows_its_interval(tmp_path, monkeypatch):
-    """The order and the line, with stand-in targets (tests/test_aa.py runs compare --aa itself)."""
+    """The order and the line, with stand-in targets (tests/integration/test_aa.py runs compare --aa itself)."""
     said = "A/A: 1.00x, 0.98-1.02 (95% interval, 3 processes each): no meaningful difference (within +-3%); parity ok"
     stand_ins = [checks.Target("aa", ["-c", f"print('x'); print({said!r}); print('y')"], alone=True, tells="A/A: "),
                  checks.Target("quick", ["-c", "pass"]), checks.Target("other", ["-c", "pass"])]

@@ -1,5 +1,5 @@
 """A broken twin fails parity in every recipe: a training pair's fast twin planted to update nothing
-(faults.frozen). Apart from tests/test_parity.py, whose tests share one worker for its module fixture:
+(faults.frozen). Apart from tests/integration/test_parity.py, whose tests share one worker for its module fixture:
 these runs need no fixture and spread over the workers."""
 import pytest
 
@@ -15,8 +15,9 @@ SAME_RULE_AS = {"ddp_bucket_view": "ddp_buckets", "ddp_static_graph": "ddp_bucke
 
 def test_every_recipe_with_a_training_pair_has_its_planted_frozen_twin():
     training = {r for r in catalog.stepped() for w in catalog.workloads(r) if "serving" not in w}
-    # elsewhere: amp's stalled twin in tests/test_parity.py (the same fault, at every size); compile's beside
-    # its smoke run (tests/test_recipes.py); ddp's in its run across two nodes (tests/test_nodes.py)
+    # elsewhere: amp's stalled twin in tests/integration/test_parity.py (the same fault, at every size);
+    # compile's beside its smoke run (tests/integration/test_recipes.py); ddp's in its run across two nodes
+    # (tests/integration/test_nodes.py)
     # cold_start's pairs compile the training step of compile's resnet18 pair and judge it by compile's rule
     covered = {r for r, _ in FROZEN} | {"amp", "compile", "ddp", "cold_start"}
     assert training == covered | set(SAME_RULE_AS), training ^ (covered | set(SAME_RULE_AS))
@@ -31,7 +32,7 @@ def test_a_planted_twin_whose_steps_update_nothing_fails_parity_in_every_recipe(
     """A fast twin that has lost its optimizer step fails parity: at once where single steps are
     compared, and where they are not (micro-batch statistics, a graph's dropout masks differ between
     the twins) on the learning probe, loosened there but never dropped, with its check that the twin
-    cuts its own loss. (compile's runs beside its smoke run: tests/test_recipes.py.)"""
+    cuts its own loss. (compile's runs beside its smoke run: tests/integration/test_recipes.py.)"""
     frozen_fails(tmp_path, recipe, workload)
 
 

@@ -38,8 +38,8 @@ def test_every_test_a_runner_names_exists():
             defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
             assert test in defined, f"{name}: no such test in {file}"
     # the check's tests never start the check again
-    assert not {name.partition("::")[0] for name in checks.GPU_TESTS} & {"tests/test_gpucheck.py",
-                                                                          "tests/test_gpu_defects.py"}
+    assert not {name.partition("::")[0] for name in checks.GPU_TESTS} & {"tests/integration/test_gpucheck.py",
+                                                                          "tests/integration/test_gpu_defects.py"}
 
 
 @pytest.mark.xdist_group("tour-lock")  # a check as a process takes the checkout's tour lock
