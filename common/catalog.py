@@ -11,7 +11,7 @@ from common.env import REPO_ROOT
 from common.errors import CookbookError
 from common.spec import RecipeSpec
 from common.spec import check as check_spec
-from common.workloads import workload_names
+from common.workload_specs import workload_names
 
 RECIPES_DIR = REPO_ROOT / "recipes"
 VARIANTS = ("slow", "fast")

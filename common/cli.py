@@ -4,7 +4,7 @@ import math
 
 from common import presets
 from common.errors import CookbookError
-from common.workloads import workload_spec
+from common.workload_specs import workload_spec
 
 
 class OneLineParser(argparse.ArgumentParser):

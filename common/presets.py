@@ -3,7 +3,7 @@ workload's own are its spec's (common.workloads), a recipe's overrides its spec'
 
 min_time: a run times at least this many seconds of steps (more steps than `steps` when the steps
 are short), so that a 0.3 ms step is not judged from 0.1 s of data."""
-from common.workloads import workload_spec
+from common.workload_specs import workload_spec
 
 # the learning probe's steps on one batch after the run, for parity (measure.stages.probed): enough for
 # each workload's model to cut its loss by a fifth (an MLP at batch 4096 needs 12)

@@ -218,7 +218,7 @@ async def _body(request) -> bytes | None:
 
 
 def app(predict, n_features: int, max_batch: int, max_wait_ms: float, queue_limit: int, trace_path: Path | None,
-        wrong=None, delay_s: float = 0.0, about: dict | None = None, answer: str = "answer"):
+        wrong=None, delay_s: float = 0.0, about: dict | None = None, answer: str = "answer", title: str = "model"):
     """The FastAPI application around one model thread; `about` is returned by /admin/stats, and each
     answer under the key `answer` (the workload's: {"churn_probability": p})."""
     from fastapi import FastAPI, Request
@@ -229,7 +229,7 @@ def app(predict, n_features: int, max_batch: int, max_wait_ms: float, queue_limi
     reasons = Counter()  # the 422s' reasons, by their first words
     state = {"in_flight": 0}
 
-    api = FastAPI(title=answer, docs_url=None, redoc_url=None)
+    api = FastAPI(title=title, docs_url=None, redoc_url=None)
     api.state.worker, api.state.counts, api.state.flight = worker, counts, state
 
     @api.post("/predict")
@@ -306,6 +306,7 @@ class Context:
     weights: dict
     prepare_only: bool
     cache_dir: Path
+    workload: str = "served"  # names its compiled package in cache_dir
 
 
 def serve(script_file: str, load, max_batch: int, max_wait_ms: float = 0.0):
@@ -315,7 +316,7 @@ def serve(script_file: str, load, max_batch: int, max_wait_ms: float = 0.0):
 
     from common import catalog, env
     from common.measure import stamp
-    from common.workloads import workload_spec
+    from common.workload_specs import workload_spec
 
     t_start = time.perf_counter()
     args = flags().parse_args()
@@ -326,7 +327,7 @@ def serve(script_file: str, load, max_batch: int, max_wait_ms: float = 0.0):
     if device.type == "cpu":
         torch.set_num_threads(1)  # one model thread beside the event loop and the load generator
     n_features, weights, source = importlib.import_module(f"common.workloads.{workload}").served(args.data)
-    ctx = Context(device, n_features, weights, args.prepare, env.data_dir() / "aoti")
+    ctx = Context(device, n_features, weights, args.prepare, env.data_dir() / "aoti", workload)
     predict = load(ctx)
     if args.prepare:
         return
@@ -335,7 +336,7 @@ def serve(script_file: str, load, max_batch: int, max_wait_ms: float = 0.0):
              "data_source": source.to_json(), "stamp": stamp.take(device).to_json(),
              "setup_s": time.perf_counter() - t_start}
     api = app(predict, ctx.n_features, max_batch, max_wait_ms, args.queue_limit, args.trace, wrong,
-              faults.forward_delay(variant, pair, workload), about, workload_spec(workload).answer)
+              faults.forward_delay(variant, pair, workload), about, workload_spec(workload).answer, workload)
     worker = api.state.worker
     worker.start()
     drain = {}
@@ -389,7 +390,7 @@ def aot_compiled(module: torch.nn.Module, ctx: Context, max_batch: int):
     for k, v in sorted(module.state_dict().items()):
         digest.update(k.encode() + v.detach().cpu().numpy().tobytes())
     digest.update(f"{max_batch}|{ctx.n_features}|{_build_key(ctx.device)}".encode())
-    package = ctx.cache_dir / f"served-{digest.hexdigest()[:20]}.pt2"
+    package = ctx.cache_dir / f"{ctx.workload}-{digest.hexdigest()[:20]}.pt2"
     if not package.is_file():
         if ctx.device.type == "cuda":
             _cuda_toolkit()

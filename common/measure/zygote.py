@@ -32,7 +32,7 @@ import threading
 import traceback
 
 from common.measure import timeline
-from common.workloads import workload_names
+from common.workload_specs import workload_names
 
 # what the recipe scripts, the baselines and the doctor's child import (never a module run as
 # __main__: runpy would warn that it is imported already)

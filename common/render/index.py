@@ -17,7 +17,7 @@ from common.errors import CookbookError, exit_with
 from common.files import atomic_write_bytes
 from common.render import page, plots
 from common.render.report import evidence_keys, verdict
-from common.workloads import workload_names
+from common.workload_specs import workload_names
 
 HEADER = """# Reports
 

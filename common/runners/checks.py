@@ -28,7 +28,7 @@ from pathlib import Path
 from common import catalog
 from common.env import REPO_ROOT
 from common.runners import launch
-from common.workloads import noise_floor_workload, workload_names, workload_spec
+from common.workload_specs import noise_floor_workload, workload_names, workload_spec
 
 # the tests whose code paths differ on a GPU: CUDA-only tests, the GPU paths, the GPU trace readers
 GPU_TESTS = ("tests/unit/test_techniques.py::test_a_captured_step_trains_like_the_eager_one",
@@ -87,7 +87,8 @@ def targets(smoke: bool, out: Path) -> list[Target]:
               for w in baselines]
     # the doctor's --try on a baseline: its fixes applied from outside and timed (the GPU-only ones too); with
     # --smoke the cheapest, on a GPU the one of amp's main pair, where the fixes pay
-    script = path(noise_floor_workload() if smoke else catalog.workload_of(catalog.main_pair("amp")))
+    tried = noise_floor_workload() if smoke else catalog.workload_of(catalog.main_pair("amp"))
+    script = path(tried if tried in baselines else next(iter(baselines)))
     found.append(Target("doctor-try", ["-m", "common.runners.doctor", script, "--reports-dir", str(out), *DOCTOR_FEW,
                                        "--try", "--try-budget", str(TRY_BUDGET), *(["--", *size] if size else [])],
                          tells=NOT_APPLICABLE))
@@ -118,8 +119,9 @@ def _stop(proc: subprocess.Popen, grace: float = GRACE_S) -> tuple[str, str]:
     return (said.stdout or b"").decode(errors="replace"), (said.stderr or b"").decode(errors="replace")
 
 
-def run(target: Target, log: Path, timeout: float) -> tuple[bool, str]:
-    """(ok, what to say) for one target, its output in `log`."""
+def run(target: Target, log: Path, timeout: float, track=None) -> tuple[bool, str]:
+    """(ok, what to say) for one target, its output in `log`; `track` (the tour's running groups) holds its
+    process group while it runs."""
     t0 = time.perf_counter()
     # its own session: on a timeout the whole group goes, not just the process started here
     proc = subprocess.Popen([sys.executable, *target.cmd], cwd=REPO_ROOT, stdout=subprocess.PIPE,
@@ -127,13 +129,17 @@ def run(target: Target, log: Path, timeout: float) -> tuple[bool, str]:
                             env={**os.environ, "PYTHONUNBUFFERED": "1", **(target.env or {})},
                             start_new_session=True)
     RUNNING.add(proc)
+    if track is not None:
+        track.add(proc.pid)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
         code = proc.returncode
     except subprocess.TimeoutExpired:
         stdout, stderr = _stop(proc)
         code = None
-    RUNNING.discard(proc)  # not on Ctrl-C: main() ends the group then
+    RUNNING.discard(proc)  # not on Ctrl-C: run_all ends the group then
+    if track is not None:
+        track.discard(proc.pid)
     out = stdout + stderr
     log.write_text(out)
     took = time.perf_counter() - t0
@@ -149,7 +155,8 @@ def default_jobs(smoke: bool) -> int:
     return 4 if smoke else 1
 
 
-def run_all(chosen: list[Target], jobs: int, deadline: float, logs: Path, said) -> list[str]:
+def run_all(chosen: list[Target], jobs: int, deadline: float, logs: Path, said, budget_s: int,
+            track=None) -> list[str]:
     """Every chosen target once: those that run alone first, then `jobs` at a time, each within what is
     left before `deadline` (time.perf_counter's); said(ok, line, target) as each ends. The names that failed."""
     logs.mkdir(parents=True, exist_ok=True)
@@ -158,8 +165,8 @@ def run_all(chosen: list[Target], jobs: int, deadline: float, logs: Path, said) 
     def one(target: Target, most: float | None = None) -> tuple[bool, str]:
         left = deadline - time.perf_counter()  # a hang ends with the budget, not after it
         if left < 5:
-            return False, f"NOT RUN {target.name}: the budget is spent"
-        return run(target, logs / f"{target.name}.log", min(left, most or left))
+            return False, f"NOT RUN {target.name}: the {budget_s} s budget is spent"
+        return run(target, logs / f"{target.name}.log", min(left, most or left), track)
 
     def report(ok: bool, line: str, target: Target) -> None:
         if not ok:

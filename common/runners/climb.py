@@ -22,7 +22,7 @@ from common.cli import OneLineParser, check_script_flags, split_passthrough
 from common.errors import CookbookError, exit_with
 from common.render.ladder import render
 from common.runners import launch
-from common.workloads import workload_names
+from common.workload_specs import workload_names
 
 
 def parse_args(argv):

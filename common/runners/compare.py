@@ -42,7 +42,7 @@ from common.errors import CookbookError, exit_with
 from common.files import file_lock
 from common.runners import budget, launch, nodes, pipeline
 from common.spec import Budget
-from common.workloads import workload_names
+from common.workload_specs import workload_names
 
 MIN_ROUNDS, MAX_ROUNDS = 3, 10
 

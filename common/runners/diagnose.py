@@ -23,7 +23,7 @@ from common.cli import OneLineParser, check_script_flags, split_passthrough
 from common.errors import CookbookError, exit_with
 from common.render.diagnosis import render
 from common.runners import launch
-from common.workloads import workload_names, workload_spec
+from common.workload_specs import workload_names, workload_spec
 
 
 def parse_args(argv):

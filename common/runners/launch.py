@@ -36,7 +36,7 @@ from common.analysis.results_compare import Failure
 from common.analysis.results_run import RunResult
 from common.cli import positive_int
 from common.errors import EXIT_OOM, CookbookError
-from common.workloads import resolve, workload_names, workload_spec
+from common.workload_specs import resolve, workload_names, workload_spec
 
 LOG_TAIL = 15  # lines of a failed run's log shown in the terminal and the report
 WARM_START_S = 120  # the fork server's start, at most: past it each child starts as a fresh interpreter

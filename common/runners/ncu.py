@@ -21,7 +21,7 @@ from common.errors import CookbookError, exit_with
 from common.files import atomic_write_text
 from common.render import ncu as render
 from common.runners import launch
-from common.workloads import workload_names
+from common.workload_specs import workload_names
 
 STEP = 1  # the timed step profiled: the second, so that nothing of the first timed step's start is in it
 # NVTX: the harness's ranges live in the "cookbook" domain with the nvtx package, in the default one without

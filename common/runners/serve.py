@@ -31,7 +31,7 @@ from common.files import atomic_write_text
 from common.render import trace_page
 from common.runners import launch
 from common.runners.load import answers, offer, run
-from common.workloads import resolve, workload_spec
+from common.workload_specs import resolve, workload_spec
 
 START_TIMEOUT_S = 300  # the first start builds the trained weights and, for the fast twin, its AOT package
 DRAIN_TIMEOUT_S = 60

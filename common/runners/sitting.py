@@ -53,7 +53,7 @@ def gpu_class(name: str, capability: list[int] | None) -> str:
 
 def steps_share(cls: str | None, workload: str) -> float:
     """The share of a process's steps (warm-up and timed, the presets' on a GPU) that this class's caps keep."""
-    from common.workloads import workload_spec
+    from common.workload_specs import workload_spec
 
     preset = workload_spec(workload).sizes["cuda"]
     caps = workload_spec(workload).gpu_class_steps.get(cls or "", {})
@@ -64,7 +64,7 @@ def steps_share(cls: str | None, workload: str) -> float:
 
 def step_flags(cls: str, workload: str) -> list[str]:
     """The script flags that cap a process's steps on this class (none where its presets fit)."""
-    from common.workloads import workload_spec
+    from common.workload_specs import workload_spec
 
     caps = workload_spec(workload).gpu_class_steps.get(cls, {})
     return [f for key, value in caps.items() for f in (f"--{key}", str(value))]

@@ -27,7 +27,7 @@ from common.render import index
 from common.render.sweep import render
 from common.runners import launch
 from common.spec import Sweep
-from common.workloads import workload_names
+from common.workload_specs import workload_names
 
 
 def parse_args(argv):

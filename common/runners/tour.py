@@ -5,6 +5,7 @@ rounds, one process on the GPU at a time; its line as it ends. The analysis wait
 
     python -m common.runners.tour [--budget 480] [--only amp,compile] [--rounds 3] [--bundle DIR]
                                   [--list] [--dry-run] [--smoke] [--no-zygote]
+    python -m common.runners.tour --check [--jobs N] [--again] [--only TARGET,...]   # make gpu-check
     python -m common.runners.finalize DIR      # the reports, the overview, the README's column
 
 A deadline that holds, counted from the command's start: the plan (common.runners.sitting) schedules the
@@ -19,7 +20,9 @@ imports. The bundle (--bundle, default reports/results/tour/<device>-<commit>/bu
 each volume's SHA-256) and at most 7 gzipped volumes of the pairs' results, logs, timelines and traces,
 each at most 16 MiB, rewritten atomically after each pair, so that a tour killed at any instant keeps
 every pair it finished; `make tour` again measures only the pairs that bundle lacks (same commit, same
-device), and first stops what a killed tour left running.
+device), and first stops what a killed tour left running. --check (make gpu-check) runs every target of
+common.runners.checks once instead, within the same budget, lock and bundle: the targets it passed are
+kept in tour.json's "checks", so the next sitting at that commit on that GPU runs only the others.
 """
 import argparse
 import contextlib
@@ -43,7 +46,7 @@ from common.cli import OneLineParser, pick, positive_int
 from common.errors import CookbookError, exit_with
 from common.files import atomic_write_bytes, atomic_write_text, file_lock
 from common.runners import checks, launch, sitting
-from common.workloads import noise_floor_workload, resolve, workload_names, workload_spec
+from common.workload_specs import noise_floor_workload, resolve, workload_names, workload_spec
 
 LEDGER = env.REPO_ROOT / "reports" / "tour_ledger.json"
 MAX_FILES, VOLUME_BYTES = 8, 16 * 2**20  # what a hosted notebook downloads in one go
@@ -197,7 +200,8 @@ class Running:
 
 
 running = Running()
-ORPHANS = ("common.runners.compare", "common.measure.zygote")  # what a tour's process groups lead
+# what a tour's process groups lead: its pairs' runners, its fork server, and --check's targets
+ORPHANS = ("common.runners.", "common.measure.zygote", "-m pytest")
 
 
 def stop_orphans(path: Path) -> list[int]:
@@ -419,14 +423,15 @@ def prepare_data(plan: list[Leg], args) -> None:
 
 
 def preflight(plan: list[Leg], work: Path, args) -> str | None:
-    """One child per workload (the slow twin of its first stepped leg) starts CUDA and runs a step, within
-    PREFLIGHT_S in all; why not, or None."""
+    """One child per workload (amp's slow twin of it, else the first leg's that neither compiles nor is
+    served) starts CUDA and runs a step, within PREFLIGHT_S in all; why not, or None."""
     t0 = time.perf_counter()
     firsts = {}
-    for leg in plan:
-        if not leg.served:
-            firsts.setdefault(leg.workload, leg)
-    for workload, leg in firsts.items():
+    for leg in plan:  # amp's pair of the workload where there is one: seconds, nothing compiled
+        amp = "amp" if leg.workload in catalog.workloads("amp") else None
+        if amp or not (leg.served or leg.fresh):
+            firsts.setdefault(leg.workload, (amp or leg.recipe, leg.workload if amp else leg.pair))
+    for workload, (recipe, pair) in firsts.items():
         left = PREFLIGHT_S - (time.perf_counter() - t0)
         flags = ["--steps", "1", "--warmup", "1", "--profile-steps", "0", "--probe-steps", "0", "--min-time", "0",
                  "--device", args.device, "--trace-dir", str(work / "preflight")]
@@ -434,7 +439,7 @@ def preflight(plan: list[Leg], work: Path, args) -> str | None:
                                              if d == "synthetic" or d.startswith(workload + "=")]
         out = work / "preflight" / f"{workload}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
-        outcome = launch.child(["-m", catalog.module(leg.recipe, leg.pair, "slow")], flags, out, timeout=max(left, 1.0))
+        outcome = launch.child(["-m", catalog.module(recipe, pair, "slow")], flags, out, timeout=max(left, 1.0))
         if outcome.kind != "ok":
             tail = "; ".join(outcome.tail[-2:]) if outcome.tail else f"{outcome.kind} after {outcome.seconds:.0f} s"
             return f"a {workload} child could not run a step within {PREFLIGHT_S:.0f} s: {tail} (log {outcome.log})"
@@ -580,7 +585,9 @@ def _tour(argv, clock, run, check, alone=True) -> int:
 def open_bundle(args, key: str, commit: str) -> tuple[Path, Path, dict | None]:
     """(the sitting's folder, its bundle, the bundle's manifest or None): a bundle of another commit or
     GPU is refused in one line."""
-    root = env.REPO_ROOT / "reports" / "results" / "tour" / f"{slug(key)}-{commit[:12]}"
+    # a dirty tree's sitting apart from the clean commit's: its bundle never mixes with theirs
+    tag = commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
+    root = env.REPO_ROOT / "reports" / "results" / "tour" / f"{slug(key)}-{tag}"
     bundle = Path(args.bundle).absolute() if args.bundle else root / "bundle"
     manifest = read_manifest(bundle)
     if manifest and (manifest.get("commit"), manifest.get("device")) != (commit, key):
@@ -608,7 +615,7 @@ def check_sitting(args, profile, started: float, clock) -> int:
     command's start. A target that passed is kept in the bundle's manifest ("checks") with the commit and
     the device, so the next sitting there runs only the others (--again: all of them); its reports and
     logs stay in the sitting's folder, never over the committed reports."""
-    if not args.smoke and profile.kind != "cuda":
+    if not args.smoke and not launch.cuda_available():  # a simulated profile is no GPU
         raise CookbookError("no CUDA device here: make gpu-check is for a GPU machine "
                             "(ARGS='--smoke' runs the same targets at CPU sizes)")
     key, commit = device_key(profile, args.smoke), env.git_commit()
@@ -620,9 +627,11 @@ def check_sitting(args, profile, started: float, clock) -> int:
     if args.list or args.dry_run:
         print("\n".join(t.name for t in chosen))
         return 0
-    manifest = unpacked(bundle, manifest, root / "work", profile, commit, key, args)
-    kept = {} if args.again else manifest.setdefault("checks", {})
+    manifest = manifest or {"schema": 1, "device": key, "profile": profile.to_json(), "commit": commit,
+                            "smoke": args.smoke, "rounds": args.rounds, "reports_dir": str(root / "work" / "reports"),
+                            "legs": {}, "costs": {}, "volumes": []}
     manifest.setdefault("checks", {})
+    kept = {} if args.again else dict(manifest["checks"])
     done = [t.name for t in chosen if t.name in kept]
     chosen = [t for t in chosen if t.name not in kept]
     jobs = args.jobs or checks.default_jobs(args.smoke)
@@ -637,12 +646,16 @@ def check_sitting(args, profile, started: float, clock) -> int:
         print(line, flush=True)
         if ok and not commit.endswith("-dirty"):  # kept as it ends: a sitting cut off keeps what passed
             manifest["checks"][target.name] = line
-            write_bundle(bundle, manifest, root / "work" / "reports")
+            bundle.mkdir(parents=True, exist_ok=True)  # tour.json alone: the pairs' volumes stay as they are
+            atomic_write_text(bundle / "tour.json", json.dumps(manifest, indent=1) + "\n")
 
     deadline = time.perf_counter() + args.budget - (clock() - started)
+    running.path = env.REPO_ROOT / "reports" / "results" / "tour" / ".running.json"  # what the next tour stops
     # every target's children forked warm from one server, which never touches CUDA
-    with launch.warm_server(profile.kind == "cuda", compiles=True, wanted=not args.no_zygote):
-        failed = checks.run_all(chosen, jobs, deadline, out / "logs", said)
+    with launch.warm_server(profile.kind == "cuda", compiles=True, wanted=not args.no_zygote) as server:
+        running.add(server)
+        failed = checks.run_all(chosen, jobs, deadline, out / "logs", said, args.budget, running)
+        running.discard(server)
     print(f"gpu-check: {len(chosen) - len(failed)} of {len(chosen)} ok" + (f"; failed: {', '.join(sorted(failed))}"
                                                                           if failed else "")
           + (f" ({len(done)} more passed earlier)" if done else ""), flush=True)

@@ -6,7 +6,8 @@ so that their answers differ from customer to customer."""
 import torch
 import torch.nn as nn
 
-from common.workloads import WorkloadSpec, host_arrays
+from common.workload_specs import WorkloadSpec
+from common.workloads import host_arrays
 
 WORKLOAD = WorkloadSpec(
     title="the churn MLP on Telco",

@@ -9,7 +9,8 @@ import torch
 import torch.nn as nn
 from torch.utils.data import Dataset
 
-from common.workloads import WorkloadSpec, cifar10, host_arrays
+from common.workload_specs import WorkloadSpec
+from common.workloads import cifar10, host_arrays
 from common.workloads.device_batches import CropFlipNormalize, DeviceBatches
 
 WORKLOAD = WorkloadSpec(

@@ -87,9 +87,9 @@ def test_the_aa_runs_alone_before_the_others_and_its_ok_line_shows_its_interval(
     started = []
     real_run = checks.run
 
-    def run(target, log, timeout):
+    def run(target, log, timeout, track=None):
         started.append((target.name, timeout))
-        return real_run(target, log, timeout)
+        return real_run(target, log, timeout, track)
 
     monkeypatch.setattr(checks, "targets", lambda smoke, out: stand_ins)
     monkeypatch.setattr(checks, "run", run)
@@ -131,7 +131,8 @@ def test_a_later_sitting_runs_only_what_an_earlier_one_did_not_pass_at_this_comm
     ran = []
     real_run = checks.run
     monkeypatch.setattr(checks, "targets", lambda smoke, out: stand_ins)
-    monkeypatch.setattr(checks, "run", lambda t, log, timeout: (ran.append(t.name), real_run(t, log, timeout))[1])
+    monkeypatch.setattr(checks, "run", lambda t, log, timeout, track=None: (ran.append(t.name),
+                                                                        real_run(t, log, timeout, track))[1])
     bundle = ["--bundle", str(tmp_path / "bundle")]
     assert _in_process(tmp_path, monkeypatch, *bundle) == 1 and sorted(ran) == ["fine", "flaky"]
     flaky.touch()

@@ -14,7 +14,8 @@ from conftest import REPO
 # numpy and its model built where torch is already imported, as the recipes' children have it
 WORKLOAD = '''
 """A sine regression: a small MLP fits y = sin(sum of 8 features). A step's samples are rows."""
-from common.workloads import WorkloadSpec, host_arrays
+from common.workload_specs import WorkloadSpec
+from common.workloads import host_arrays
 
 WORKLOAD = WorkloadSpec(
     title="a sine regression",
