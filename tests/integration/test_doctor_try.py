@@ -56,7 +56,7 @@ def test_a_loader_bound_script_measures_its_workers_faster_and_proves_them_appli
 
 
 def test_a_compute_bound_script_measures_a_foreach_optimizer_and_bf16_autocast_proven_applied(tmp_path):
-    _, rows, _, md = doctor_try(tmp_path, PLAIN / "compute_bound.py", "--try", "fused,amp", "--try-budget", "35")
+    _, rows, _, md = doctor_try(tmp_path, PLAIN / "compute_bound.py", "--try", "fused,amp", "--try-budget", "28")
     fused, amp = rows["fused"], rows["amp"]
     assert fused["speedup"] and fused["why"] == "its step runs foreach ops" and fused["parity_ok"]
     assert amp["speedup"] and "in bf16" in amp["why"] and not amp["why"].startswith("0 of")

@@ -158,7 +158,7 @@ def test_each_resnet18_technique_makes_its_declared_change():
     fused = techniques.adam(model.parameters(), cpu, fused=True, lr=1e-4)
     assert fused.defaults["foreach"] and not techniques.adam(model.parameters(), cpu, fused=False,
                                                              lr=1e-4).defaults["foreach"]
-    recipe_tests = (REPO / "tests" / "test_recipes.py").read_text()
+    recipe_tests = (REPO / "tests" / "integration" / "test_recipes.py").read_text()
     for rs in ladder.LADDERS["resnet18"].rungs:
         for kind, key, _ in rs.changes:
             if kind == "metric":
