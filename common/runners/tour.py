@@ -604,10 +604,15 @@ def unpacked(bundle: Path, manifest: dict | None, work: Path, profile, commit: s
         check_volumes(bundle, manifest)
         unpack(bundle, manifest, work / "reports")
     else:
-        manifest = {"schema": 1, "device": key, "profile": profile.to_json(), "commit": commit, "smoke": args.smoke,
-                    "rounds": args.rounds, "reports_dir": str(work / "reports"), "legs": {}, "costs": {}}
+        manifest = new_manifest(key, profile, commit, args, work)
     manifest["reports_dir"] = str(work / "reports")
     return manifest
+
+
+def new_manifest(key: str, profile, commit: str, args, work: Path) -> dict:
+    """A bundle's tour.json before its first pair or check: what it was measured on, nothing measured yet."""
+    return {"schema": 1, "device": key, "profile": profile.to_json(), "commit": commit, "smoke": args.smoke,
+            "rounds": args.rounds, "reports_dir": str(work / "reports"), "legs": {}, "costs": {}, "volumes": []}
 
 
 def check_sitting(args, profile, started: float, clock) -> int:
@@ -627,9 +632,7 @@ def check_sitting(args, profile, started: float, clock) -> int:
     if args.list or args.dry_run:
         print("\n".join(t.name for t in chosen))
         return 0
-    manifest = manifest or {"schema": 1, "device": key, "profile": profile.to_json(), "commit": commit,
-                            "smoke": args.smoke, "rounds": args.rounds, "reports_dir": str(root / "work" / "reports"),
-                            "legs": {}, "costs": {}, "volumes": []}
+    manifest = manifest or new_manifest(key, profile, commit, args, root / "work")
     manifest.setdefault("checks", {})
     kept = {} if args.again else dict(manifest["checks"])
     done = [t.name for t in chosen if t.name in kept]

@@ -55,18 +55,20 @@ def requests(run):
 
 def served(data_arg: str | None):
     """What a served twin loads (common.server): the feature count, ChurnMLP's trained weights, the source."""
-    from common.workloads import churn_weights
-
-    X_train, _, y_train, _, source = host_arrays("churn", data_arg)
-    weights = churn_weights.trained(torch.from_numpy(X_train), torch.from_numpy(y_train), ChurnMLP)
-    return X_train.shape[1], weights, source
+    X_train, _, _, _, source = host_arrays("churn", data_arg)
+    return X_train.shape[1], _weights(data_arg, ChurnMLP), source
 
 
 def trained_weights(run, model_factory) -> dict:
     """Weights of model_factory trained on the train split (the same in every process, cached)."""
+    _split(run)  # the run's result names its source
+    return _weights(run.data, model_factory)
+
+
+def _weights(data_arg: str | None, model_factory) -> dict:
     from common.workloads import churn_weights
 
-    X_train, _, y_train, _ = _split(run)
+    X_train, _, y_train, _, _ = host_arrays("churn", data_arg)
     return churn_weights.trained(torch.from_numpy(X_train), torch.from_numpy(y_train), model_factory)
 
 
