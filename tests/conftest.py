@@ -42,8 +42,13 @@ def isolated_data(tmp_path_factory):
     # the cold-start pairs' smoke runs check their pipeline; an empty Inductor cache per process would cost a
     # minute of C++ compilation each (tests/integration/test_cold_start.py compiles into empty caches where it matters)
     os.environ["COOKBOOK_COMPILE_CACHE"] = "shared"
+    # Inductor's C++ kernels without SIMD: the suite checks the pipeline around torch.compile, never a CPU
+    # kernel's speed, and scalar code compiles in half the time (ResNet-18's 39 training kernels, cold:
+    # 35 s of CPU against 74 s); nor does each process probe the compiler's instruction sets (~9 s)
+    os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "0"
     if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker per core: each child's torch on one thread, no contention
         os.environ["OMP_NUM_THREADS"] = "1"
+        os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # nor a pool of compile workers, each importing torch
     yield
 
 
