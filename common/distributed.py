@@ -231,7 +231,7 @@ def settle(result, device: torch.device) -> None:
     if size > 1:
         slowest = [max(r["step_ms"][i] for r in ranks) for i in range(len(result.timing.step_ms))]
         result.timing.step_ms = slowest
-        result.timing.summary = stats.summarize(slowest, result.config.batch_size)
+        result.timing.summary = stats.summarize(slowest, result.config.samples_per_step)
     result.extra["ddp"] = {
         "world_size": size, "backend": dist.get_backend() if size > 1 else None,
         "distinct_digests": len({r["digest"] for r in ranks}), "digests": [r["digest"] for r in ranks],

@@ -40,6 +40,7 @@ from common.measure.stages import MAX_STEPS, PHASES
 from common.measure.terminal import summary
 from common.measure.timeline import Timeline
 from common.measure.timing import PhaseTimer, synchronize
+from common.workload_specs import workload_spec
 
 IMPORTED_AT = time.time()  # torch and the harness imported: the timeline's "imports"
 startup.check_torch(Path(sys.argv[0]).stem or "harness")  # an old torch: one line now, not an error at the run's end
@@ -71,15 +72,14 @@ def start(script_file: str, doc: str | None = None, argv: list[str] | None = Non
 def resolve_config(args, workload: str, mode: str, overrides: dict, pair: str) -> Config:
     """The run's settings: each size a flag gave, else the preset for the workload and mode ("smoke",
     "cuda" or "cpu") with the recipe's overrides for it (presets.defaults)."""
-    preset = presets.defaults(workload, mode, overrides, pair)
-
-    def pick(key):
-        given = getattr(args, key, None)
-        return given if given is not None else preset.get(key)
-
-    return Config(batch_size=pick("batch_size"), steps=pick("steps"), warmup=pick("warmup"),
-                  profile_steps=pick("profile_steps"), image_size=pick("image_size"), seed=args.seed,
-                  data=args.data, min_time_s=pick("min_time") or 0.0, probe_steps=pick("probe_steps"))
+    values = presets.defaults(workload, mode, overrides, pair)
+    values.update({k: v for k, v in vars(args).items() if k in values and v is not None})  # a flag over the preset
+    spec = workload_spec(workload)
+    own = {k: values[k] for k in spec.size_flags if k != "image_size"} or None  # the image's has a field of its own
+    return Config(batch_size=values["batch_size"], steps=values["steps"], warmup=values["warmup"],
+                  profile_steps=values["profile_steps"], image_size=values.get("image_size"), seed=args.seed,
+                  data=args.data, min_time_s=values["min_time"] or 0.0, probe_steps=values["probe_steps"], sizes=own,
+                  row_samples=values[spec.row_samples] if spec.row_samples else None)
 
 
 def _from_config(name: str) -> property:
@@ -241,7 +241,7 @@ class Run:
         self.stage = "timed steps"
         with contention.Window() as busy:  # what else ran on these cores while the steps were timed
             # a loader's queue drained to its steady level first (not where ranks would each settle apart)
-            m.timing, m.memory = yield from stages.timed(feed, self.device, n, cfg.batch_size, warm, phases,
+            m.timing, m.memory = yield from stages.timed(feed, self.device, n, cfg.samples_per_step, warm, phases,
                                                          m.monitor, source if self.world == 1 else None, mark)
         m.load = busy.load
         m.batch_bytes = stages.nbytes(feed.last)

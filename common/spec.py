@@ -30,6 +30,9 @@ class LossParity:
     at_batch: int | None = None  # early_rtol holds at this batch and widens as 1/sqrt(batch) below it
     probe_rtol: float | None = None  # the learning probe's tolerance, where it differs from early_rtol
     max_windows: int | None = None
+    # facts the twins' scripts record in run.extra that must agree, for a defect the losses show too late
+    # (a GPT whose attention sees the future: common.workloads.gpt.causal)
+    same: tuple[str, ...] | None = None
 
     def rule(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}

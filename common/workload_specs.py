@@ -35,6 +35,7 @@ class WorkloadSpec:
     baseline: str | None = None  # the naive script the diagnosis and the doctor's checks run (a module)
     noise_floor: bool = False  # the A/A (amp's pair of it) runs on it: the cheapest, steadiest step
     parity: LossParity | None = None  # a pair's parity where its recipe gives none
+    row_samples: str | None = None  # the size key that counts a batch row's samples (a GPT's context: tokens)
     answer: str | None = None  # a served twin's JSON key for its answers
     requests: str | None = None  # "module:function": data arg -> the rows a load generator sends (lists)
 
@@ -73,6 +74,8 @@ def check(name: str, spec) -> WorkloadSpec:
         raise CookbookError(f"{where}: WORKLOAD is not a common.workloads.WorkloadSpec")
     if set(spec.sizes) != set(MODES):
         raise CookbookError(f"{where}: WORKLOAD.sizes gives {sorted(spec.sizes)}, not the modes {', '.join(MODES)}")
+    if spec.row_samples and spec.row_samples not in spec.size_flags:
+        raise CookbookError(f"{where}: WORKLOAD.row_samples {spec.row_samples!r} is none of its size_flags")
     for mode, sizes in spec.sizes.items():
         missing = [k for k in (*SIZE_KEYS, *spec.size_flags) if k not in sizes]
         if missing:

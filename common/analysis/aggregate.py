@@ -20,7 +20,7 @@ def aggregate(runs: list[RunResult]) -> VariantAggregate:
     if oom:
         return VariantAggregate(status="oom", oom=oom.oom, **{**base, "config": oom.config})
     figures = [r.timing.summary.mean_ms for r in runs]
-    pooled = stats.summarize([ms for r in runs for ms in r.timing.step_ms], first.config.batch_size)
+    pooled = stats.summarize([ms for r in runs for ms in r.timing.step_ms], first.config.samples_per_step)
     host = HostFigures()
     for f in fields(HostFigures):  # each the median of the Timing field of the same name
         values = [getattr(r.timing, f.name) for r in runs if getattr(r.timing, f.name) is not None]
@@ -30,7 +30,7 @@ def aggregate(runs: list[RunResult]) -> VariantAggregate:
     return VariantAggregate(
         status="ok", **base, process_ms=figures, step_ms=figure, statistic=MEAN, between_cv=stats.cv(figures),
         within_cv=median(r.timing.summary.cv for r in runs), pooled=pooled,
-        throughput_per_s=first.config.batch_size * 1000.0 / figure if figure > 0 else 0.0,
+        throughput_per_s=first.config.samples_per_step * 1000.0 / figure if figure > 0 else 0.0,
         bursts=[r.timing.bursts for r in runs],
         load=max((r.load for r in runs if r.load is not None), key=lambda x: x.others_cores, default=None),
         warmup_s=[r.timing.warmup_s for r in runs], host=host,
@@ -99,6 +99,13 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
     if "atol" in rule:
         return answers_parity(slow, fast, rule)
     what, rtol = rule.get("what", "training loss"), rule["rtol"]
+    agreed = {}
+    for fact in rule.get("same") or ():
+        a, b = slow.extra.get(fact), fast.extra.get(fact)
+        if a != b:
+            return Parity(ok=False, what=what, rtol=rtol, why=f"the twins' models differ in `{fact}`: {a} (slow), "
+                                                             f"{b} (fast)")
+        agreed[fact] = a
     n = min(len(slow.losses), len(fast.losses))
     if n == 0:
         return Parity(ok=False, what=what, rtol=rtol, why=f"loss trajectories of {len(slow.losses)} and "
@@ -155,7 +162,7 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
                   probe_max_rel=probe[0] if probe else None, probe_rtol=probe_rtol if probe else 0.0,
                   probe_drop=probe[1] if probe else None, probe_fast_drop=probe[2] if probe else None,
                   skipped_steps=skipped, early_skipped=early_skipped, masks_shared_until=reseeded_from,
-                  window_rtol=rtol if reseeded_from is not None else None)
+                  window_rtol=rtol if reseeded_from is not None else None, agreed=agreed or None)
 
 
 def answers_parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:

@@ -115,6 +115,8 @@ class Parity(Record):
     # step it ends, from which windows are judged against a reseeded twin's spread; the rule's own window tolerance
     masks_shared_until: int | None = optional()
     window_rtol: float | None = optional()
+    # the facts of the rule's `same` both twins recorded alike (a GPT's causal attention), by name
+    agreed: dict | None = optional()
     # serving: each request's answer against the slow twin's, in order (aggregate.answers_parity)
     atol: float = 0.0
     max_abs: float | None = None

@@ -36,6 +36,13 @@ class Config(Record):
     data: str | None
     min_time_s: float = 0.0  # steps were added until the timed stretch lasted this long
     probe_steps: int = 0  # learning-probe steps after the run (measure.stages.probed)
+    sizes: dict | None = optional()  # the workload's own sizes beyond the image's (a GPT's context, layers, ...)
+    row_samples: int | None = optional()  # samples in one row of a batch where more than one (a sequence's tokens)
+
+    @property
+    def samples_per_step(self) -> int:
+        """What a step's throughput counts: its rows, or every row's samples (a GPT's tokens)."""
+        return self.batch_size * (self.row_samples or 1)
 
 
 @dataclass
@@ -211,6 +218,7 @@ class Evidence(Record):
     op_ms: dict[str, float] = field(default_factory=dict)
     kernel_ms: dict[str, float] = field(default_factory=dict)
     page: str | None = None  # the trace's own HTML page, beside it (common.render.trace_page)
+    attention: str | None = None  # the attention it ran, in words (common.analysis.attention)
 
 
 @dataclass

@@ -17,7 +17,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from common import env
-from common.analysis import bursts, roofline, stats, traces
+from common.analysis import attention, bursts, roofline, stats, traces
 from common.analysis.results_run import Bursts, CompileStats, Evidence, PhaseEvidence, Summary, Timing, UnreadTrace
 from common.measure import ceiling, cpu_time, hta, memory, tf32, trainstate
 from common.measure.nvtx import Ranges, kernel_window
@@ -340,7 +340,8 @@ def read_trace(u: UnreadTrace) -> Evidence:
     events, traced = traces.profiled(u.trace)
     roof = roofline.of_events(events, traced, device.type == "cuda", u.ceilings, tuple(u.tf32), u.params)
     return Evidence(trace=u.trace, **found, views=u.views, memory=u.memory, hta=hta.read(u.trace, device),
-                    roofline=roof, kernel_ms=roofline.kernel_ms(events, traced), page=trace_page.beside(u.trace))
+                    roofline=roof, kernel_ms=roofline.kernel_ms(events, traced), page=trace_page.beside(u.trace),
+                    attention=attention.reading(events))
 
 
 def counted(feed: Callable, recorded_flops: float | None) -> Stage:

@@ -425,6 +425,7 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
                       if skips and not cpu else "")
                    + (f"; breaks: {'; '.join(c.break_reasons)}" if c.break_reasons else ""))
     out += _setup_lines(slow, fast, cpu)
+    out += attention_lines(slow, fast)
     out += cold_lines(entry)
     out += [""] + _process_lines(entry, cpu)
     par = entry.parity
@@ -446,6 +447,7 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
                    + (f"; on the learning probe ({par.probe_steps} steps on one batch, over which the slow twin's "
                       f"loss fell {par.probe_drop:.0%}) within {par.probe_max_rel:.2%} (tolerance "
                       f"{par.probe_rtol * 100:.4g}%)" if par.probe_max_rel is not None else "")
+                   + "".join(f"; `{k}` {v} in both models" for k, v in (par.agreed or {}).items())
                    + f"; {'all finite' if par.finite else 'NOT FINITE'}")
     else:
         out.append(f"- Parity FAILED: {parity_failure(par)}")
@@ -479,6 +481,13 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
                 out.append(f"| {i + 1} | {an} | {av} | {bn} | {bv} |")
             out.append("")
     return out + _diff_section(recipe, workload, reports_dir)
+
+
+def attention_lines(slow: VariantAggregate, fast: VariantAggregate) -> list[str]:
+    """The attention each twin ran, as its trace shows it (common.analysis.attention), where either has one."""
+    said = [(name, v.evidence.attention) for name, v in (("slow", slow), ("fast", fast))
+            if v.evidence and v.evidence.attention]
+    return [f"- Attention ({name}): {words}" for name, words in said]
 
 
 def cold_lines(entry: WorkloadComparison) -> list[str]:

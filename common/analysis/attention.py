@@ -1,0 +1,41 @@
+"""Which attention a profiled step ran, read from its trace: the backend scaled_dot_product_attention
+dispatched to (by the op it called and, on a GPU, the kernels under it), or attention written by hand
+(a softmax between batched matmuls, its T x T scores a tensor of their own). None where the step has
+no attention at all."""
+
+# the op scaled_dot_product_attention dispatches to, per backend (torch/nn/functional.py's docs name them)
+BACKENDS = {
+    "aten::_scaled_dot_product_flash_attention": "flash",
+    "aten::_scaled_dot_product_efficient_attention": "memory-efficient",
+    "aten::_scaled_dot_product_cudnn_attention": "cuDNN",
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "the CPU's fused flash kernel",
+    "aten::_scaled_dot_product_attention_math": "math (unfused, the scores kept whole)",
+    "aten::_scaled_dot_product_fused_attention_overrideable": "a device's own fused kernel",
+}
+# words in the GPU kernels' names of each backend: FlashAttention-2's, CUTLASS's fmha, cuDNN's SDPA graphs
+KERNEL_WORDS = ("flash_fwd", "flash_bwd", "fmha", "attention", "sdpa")
+SOFTMAX = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
+MATMULS = ("aten::bmm", "aten::matmul", "aten::baddbmm")
+BY_HAND = "by hand: a softmax between batched matmuls, its T x T scores kept for the backward"
+KERNELS_SHOWN = 3
+
+
+def reading(events) -> str | None:
+    """What attention the events ran, in words, with its GPU kernels by name where there are any."""
+    ops = {e.get("name") for e in events if e.get("cat") == "cpu_op"}
+    backends = [words for op, words in BACKENDS.items() if op in ops]
+    if not backends:
+        return BY_HAND if ops & set(SOFTMAX) and ops & set(MATMULS) else None
+    time = {}
+    for e in events:
+        name = e.get("name", "")
+        if e.get("cat") == "kernel" and any(w in name.lower() for w in KERNEL_WORDS):
+            time[name] = time.get(name, 0) + e.get("dur", 0)
+    kernels = sorted(time, key=time.get, reverse=True)[:KERNELS_SHOWN]
+    return " and ".join(backends) + (f" (kernels {', '.join(f'`{short(k)}`' for k in kernels)})" if kernels else "")
+
+
+def short(kernel: str, most: int = 60) -> str:
+    """A kernel's name less its template arguments and parameters, which run to hundreds of characters."""
+    name = kernel.split("<", 1)[0].split("(", 1)[0].removeprefix("void ").strip()
+    return name if len(name) <= most else name[:most - 3] + "..."

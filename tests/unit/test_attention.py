@@ -1,0 +1,53 @@
+"""The attention a trace shows, named from its ops and a GPU's kernels (common.analysis.attention). The
+CUDA traces are stand-ins with the op and kernel names torch 2.11 writes on each device: FlashAttention-2
+on sm_80+ (an A100, an H100), CUTLASS's memory-efficient kernels on a T4 (sm_75: flash needs sm_80),
+cuDNN's SDPA graphs where torch picks them (an H100), the CPU's own flash kernel."""
+import pytest
+
+from common.analysis import attention
+
+
+def op(name):
+    return {"cat": "cpu_op", "name": name, "dur": 10}
+
+
+def kernel(name, dur=100):
+    return {"cat": "kernel", "name": name, "dur": dur}
+
+
+SDPA = op("aten::scaled_dot_product_attention")
+GEMM = kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off",
+              500)
+DEVICES = {
+    "H100, flash": ([SDPA, op("aten::_scaled_dot_product_flash_attention"), GEMM,
+                     kernel("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, "
+                            "128, 4, false, false, cutlass::bfloat16_t>, false, true>(pytorch_flash::Flash_fwd_params)",
+                            300),
+                     kernel("void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<pytorch_flash::"
+                            "Flash_bwd_kernel_traits<64>>(pytorch_flash::Flash_bwd_params)", 600)],
+                    "flash (kernels `pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel`, "
+                    "`pytorch_flash::flash_fwd_kernel`)"),
+    "T4, memory-efficient": ([SDPA, op("aten::_scaled_dot_product_efficient_attention"),
+                              kernel("fmha_cutlassF_f32_aligned_64x64_rf_sm75(PyTorchMemEffAttention::AttentionKernel"
+                                     "<float, cutlass::arch::Sm75, true, 64, 64, 64, true, true>::Params)", 900)],
+                             "memory-efficient (kernels `fmha_cutlassF_f32_aligned_64x64_rf_sm75`)"),
+    "H100, cuDNN": ([SDPA, op("aten::_scaled_dot_product_cudnn_attention"),
+                     kernel("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128_4x1x1_kernel0_0",
+                            200)],
+                    "cuDNN (kernels `cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f...`)"),
+    "CPU": ([SDPA, op("aten::_scaled_dot_product_flash_attention_for_cpu")], "the CPU's fused flash kernel"),
+    "math": ([SDPA, op("aten::_scaled_dot_product_attention_math"), op("aten::_softmax"), op("aten::bmm")],
+             "math (unfused, the scores kept whole)"),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_each_backend_is_named_by_its_op_and_its_kernels(device):
+    events, words = DEVICES[device]
+    assert attention.reading(events) == words
+
+
+def test_a_softmax_between_matmuls_is_attention_by_hand_and_a_step_without_either_has_none():
+    assert attention.reading([op("aten::bmm"), op("aten::softmax"), op("aten::masked_fill")]) == attention.BY_HAND
+    assert attention.reading([op("aten::convolution"), op("aten::_log_softmax"), GEMM]) is None
+    assert attention.reading([op("aten::softmax"), op("aten::addmm")]) is None  # a classifier's softmax alone
