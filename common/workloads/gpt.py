@@ -9,6 +9,7 @@ never by their random streams."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint, noop_context_fn
 
 from common.workload_specs import WorkloadSpec
 from common.workloads import host_arrays
@@ -83,6 +84,26 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln(x))
+
+
+class Checkpointed(nn.Module):
+    """A block run under activation checkpointing: what its forward saves for the backward is what
+    `context_fn`'s policy keeps (nothing, by default: the block's forward runs again in the backward)."""
+
+    def __init__(self, block: nn.Module, context_fn=noop_context_fn):
+        super().__init__()
+        self.block, self.context_fn = block, context_fn
+
+    def forward(self, x):
+        return checkpoint(self.block, x, use_reentrant=False, context_fn=self.context_fn)
+
+
+def checkpoint_blocks(net: GPT, context_fn=noop_context_fn) -> GPT:
+    """Each transformer block checkpointed on its own (torchtitan's per-block AC): the same parameters, so
+    twins built from one seed start alike."""
+    for i, block in enumerate(net.blocks):
+        net.blocks[i] = Checkpointed(block, context_fn)
+    return net
 
 
 def _init(module):

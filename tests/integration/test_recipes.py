@@ -179,6 +179,22 @@ def test_the_memory_budget_needs_cuda_and_the_report_says_so(smoke_run):
     assert "## Under a memory budget" in (reports / "checkpointing.md").read_text()
 
 
+@pytest.mark.recipe("selective_checkpointing")
+def test_the_selective_policy_recomputes_no_matmul_and_full_checkpointing_recomputes_the_blocks(smoke_run):
+    """FlopCounterMode over one training step: checkpointing a block whole runs its forward again, about a
+    third more arithmetic for the blocks; the selective policy saves every matmul's and attention's output
+    and recomputes only LayerNorm, GELU, casts and adds, which count no FLOPs: the same count as no
+    checkpointing at all."""
+    _, reports = smoke_run("selective_checkpointing")
+    pairs = comparison_of(reports, "selective_checkpointing")["workloads"]
+    flops = {(p, v): pairs[p][v]["flops_per_step"] for p in ("gpt", "gpt_plain") for v in ("slow", "fast")}
+    assert flops[("gpt_plain", "fast")] == pytest.approx(flops[("gpt_plain", "slow")], rel=0.001), flops
+    assert flops[("gpt", "fast")] == pytest.approx(flops[("gpt_plain", "fast")], rel=0.001), flops
+    assert 1.1 < flops[("gpt", "slow")] / flops[("gpt", "fast")] < 1.35, flops
+    for pair in pairs.values():
+        assert pair["parity"]["ok"] and pair["parity"]["early_max_rel"] <= 0.001  # the same arithmetic, replayed
+
+
 @pytest.mark.recipe("compile")
 @NEEDS_CXX
 def test_compile_pairs_pass_parity(smoke_run):
