@@ -25,6 +25,8 @@ NEEDS = {
     "bf16": "no bf16 tensor cores (Ampere, sm_80, and newer)",
     "inductor": "no Triton, so no Inductor for torch.compile (sm_70 and newer)",
     "cuda": "a CUDA device",
+    # torch._scaled_mm's float8 tensor-core matmuls: Ada (sm_89, an L4) and Hopper (sm_90) on; an A100 has none
+    "float8": "no float8 tensor cores (Ada, sm_89, and newer: an L4, an H100)",
     # a layout that tensor-core convolutions want: in fp32 they are tensor-core ones from TF32 (sm_80) on;
     # below, fp32 convolutions run on the CUDA cores, where the pair's mechanism is not there (a CPU's
     # oneDNN convolutions prefer NHWC as well)
@@ -68,6 +70,7 @@ class DeviceProfile:
                 "bf16": not cuda or sm >= 80,  # a CPU's autocast runs bf16 (AVX512-BF16/AMX where present)
                 "inductor": not cuda or sm >= 70,  # Inductor's C++ backend on a CPU
                 "cuda": cuda,
+                "float8": cuda and sm >= 89,
                 "fp32_tensor_cores": not cuda or sm >= 80}[need]
 
     @property
@@ -119,6 +122,7 @@ SIMULATED = {
     "P100": DeviceProfile("cuda", "Tesla P100-PCIE-16GB", [6, 0], 17.1, simulated=True),
     "A100": DeviceProfile("cuda", "NVIDIA A100-SXM4-40GB", [8, 0], 42.4, simulated=True),
     "H100": DeviceProfile("cuda", "NVIDIA H100 80GB HBM3", [9, 0], 85.0, simulated=True),
+    "L4": DeviceProfile("cuda", "NVIDIA L4", [8, 9], 23.6, simulated=True),
 }
 
 
