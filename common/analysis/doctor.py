@@ -1,7 +1,7 @@
 """The doctor's reading of a user's script: the baselines' diagnosis (analysis.diagnosis, the same
 cost model) of what the observer measured, then what the compute itself could gain from the
-settings the profiled steps show (16-bit, TF32, channels_last, a fused optimizer, set_to_none,
-compile or CUDA graphs for a host-bound step, DataLoader workers)."""
+settings the profiled steps show (16-bit, TF32, channels_last, a fused optimizer, attention by hand,
+set_to_none, compile or CUDA graphs for a host-bound step, DataLoader workers)."""
 from pathlib import Path
 
 from common.analysis.diagnosis import analyse
@@ -75,6 +75,12 @@ def gains_of(obs: Observation, costs: dict[str, float]) -> list[Gain]:
             out.append(Gain("fused optimizer", f"the optimizer ({', '.join(built_loop or obs.optimizers) or '?'}) "
                             f"updates each parameter in its own ops ({why}): foreach, or fused=True on CUDA, "
                             "updates them all in a few kernels" + on, ["fused_ops"]))
+    if ops and ops.hand_attention:
+        t = ops.hand_attention_t
+        out.append(Gain("fused attention", f"{ops.hand_attention:.0f} softmaxes per step over {t} x {t} scores "
+                        "between batched matmuls: attention written by hand, which keeps each T x T tensor for "
+                        "the backward; F.scaled_dot_product_attention(q, k, v, is_causal=True) runs it as one "
+                        "fused kernel that keeps none" + on, ["attention"]))
     if zero_grad_style(obs) == "zeroes":
         out.append(Gain("set_to_none", "zero_grad writes zeros into every gradient (set_to_none=False): "
                         "set_to_none=True frees them instead, one kernel per parameter less", ["set_to_none"]))

@@ -29,6 +29,9 @@ class OpsSeen(Record):
     conv_layouts: dict[str, float] = field(default_factory=dict)  # "channels_last" / "NCHW" -> calls per step
     optimizer: str | None = None  # "for-loop", "foreach" or "fused": the ops inside its step
     zero_grad: str | None = None  # "set_to_none" or "zeroes": the ops inside Optimizer.zero_grad
+    # attention written by hand: softmaxes per step over a T x T tensor of scores, and the largest T
+    hand_attention: float | None = optional()
+    hand_attention_t: int | None = optional()
 
 
 @dataclass

@@ -16,6 +16,9 @@ CLOSURE = "doctor: optimizer closure"  # common.measure.observer's range around 
 # the ops each matmul or convolution goes through once autocast has cast its inputs
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm")
 CONV_OPS = ("aten::convolution",)
+# attention by hand: softmax's own op over scores whose last two sides are equal (T x T) in a step with batched
+# matmuls; SDPA's unfused path calls _safe_softmax instead, so a fused call is never counted as by hand
+SOFTMAX_OP, BATCHED_MATMULS, MIN_T = "aten::_softmax", ("aten::bmm", "aten::baddbmm"), 16
 DTYPES = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16", "double": "float64"}
 
 
@@ -84,6 +87,7 @@ def read(trace_path: Path) -> OpsSeen:
             layout = _layout((args.get("Input Strides") or [[]])[0], (args.get("Input Dims") or [[]])[0])
             if layout:
                 add(seen.conv_layouts, layout)
+    seen.hand_attention, seen.hand_attention_t = _hand_attention(ops, n)
     annotations = [e for e in events if e.get("cat") == "user_annotation"]
     steps = [r for r in annotations if str(r.get("name", "")).startswith("Optimizer.step#")]
     closures = [r for r in annotations if r.get("name") == CLOSURE]  # the forward and backward a step ran
@@ -96,3 +100,15 @@ def read(trace_path: Path) -> OpsSeen:
         writes = any(("zero_" in e["name"] or "fill_" in e["name"]) for e in ops if _inside(e, zeroing))
         seen.zero_grad = "zeroes" if writes else "set_to_none"
     return seen
+
+
+def _hand_attention(ops, n: int) -> tuple[float | None, int | None]:
+    """(softmaxes per step over T x T scores between batched matmuls, the largest T), or (None, None)."""
+    if not any(e["name"] in BATCHED_MATMULS for e in ops):
+        return None, None
+    sides = []
+    for e in ops:
+        dims = (e.get("args", {}).get("Input Dims") or [[]])[0]
+        if e["name"] == SOFTMAX_OP and len(dims) >= 3 and dims[-1] == dims[-2] >= MIN_T:
+            sides.append(dims[-1])
+    return (len(sides) / n, max(sides)) if sides else (None, None)

@@ -53,6 +53,31 @@ def test_settings_are_read_from_the_ops_a_step_runs(tmp_path):
     assert seen.optimizer == "foreach" and seen.zero_grad == "set_to_none"
 
 
+def test_attention_by_hand_is_a_softmax_over_t_by_t_scores_between_batched_matmuls_and_sdpa_is_not(tmp_path):
+    q = torch.randn(2, 4, 32, 8, requires_grad=True)
+
+    def by_hand():  # nanoGPT's fallback: scores, causal mask, softmax, weighted sum
+        scores = (q @ q.transpose(-2, -1)) * 8 ** -0.5
+        future = torch.ones(32, 32, dtype=torch.bool).triu(1)
+        (torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ q).sum().backward()
+
+    def fused():
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+
+    def classifier():  # batched matmuls, then a softmax over (batch, classes): no T x T scores, no attention
+        (torch.softmax((q @ q.transpose(-2, -1)).flatten(1) @ torch.ones(4096, 10), dim=-1)).sum().backward()
+
+    seen = settings.read(_traced(tmp_path, by_hand))
+    assert (seen.hand_attention, seen.hand_attention_t) == (1.0, 32)
+    for step in (fused, classifier):
+        seen = settings.read(_traced(tmp_path, step))
+        assert (seen.hand_attention, seen.hand_attention_t) == (None, None), step.__name__
+    gains = doctor.read(_observation(data=0.01, forward=0.95, ops=OpsSeen(
+        matmul_dtypes={"bfloat16": 6.0}, optimizer="fused", hand_attention=12.0, hand_attention_t=1024))).gains
+    assert [(g.kind, g.recipes) for g in gains] == [("fused attention", ["attention"])]
+    assert "12 softmaxes per step over 1024 x 1024 scores" in gains[0].says
+
+
 def test_the_batch_size_is_the_first_dimension_of_the_first_tensor():
     assert settings.batch_size_of((torch.zeros(7, 3), torch.zeros(7))) == 7
     assert settings.batch_size_of({"ids": [torch.zeros(5, 2)]}) == 5
