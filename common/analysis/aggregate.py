@@ -102,6 +102,9 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
     agreed = {}
     for fact in rule.get("same") or ():
         a, b = slow.extra.get(fact), fast.extra.get(fact)
+        if a is None or b is None:
+            return Parity(ok=False, what=what, rtol=rtol, why=f"the {'slow' if a is None else 'fast'} twin recorded no "
+                                                             f"`{fact}`: its model was not built as the rule expects")
         if a != b:
             return Parity(ok=False, what=what, rtol=rtol, why=f"the twins' models differ in `{fact}`: {a} (slow), "
                                                              f"{b} (fast)")

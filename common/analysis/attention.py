@@ -15,7 +15,7 @@ BACKENDS = {
 # words in the GPU kernels' names of each backend: FlashAttention-2's, CUTLASS's fmha, cuDNN's SDPA graphs
 KERNEL_WORDS = ("flash_fwd", "flash_bwd", "fmha", "attention", "sdpa")
 SOFTMAX = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
-MATMULS = ("aten::bmm", "aten::matmul", "aten::baddbmm")
+MATMULS = ("aten::bmm", "aten::baddbmm")  # batched: a Linear on a 3-D input is aten::matmul too
 BY_HAND = "by hand: a softmax between batched matmuls, its T x T scores kept for the backward"
 KERNELS_SHOWN = 3
 

@@ -12,8 +12,8 @@ RECIPE = RecipeSpec(
     parity=LossParity(what="training loss", early_steps=5, early_rtol=0.001, window=10, rtol=0.02),
     evidence=("peak_mb", "gflop_per_step"),  # the activations kept, and the forward run again
     memory_snapshot=True,  # each twin's allocator history over its profiled steps (CUDA): what each block keeps
-    # batch 16 on a GPU: the activations (~430 MB per block in bf16) outweigh the 2 GB of weights, gradients
-    # and AdamW's state, where checkpointing has something to save
+    # batch 16 on a GPU: the activations (~430 MB per block in bf16) outweigh the 1.4 GB of weights, gradients
+    # and AdamW's state (86 M parameters), where checkpointing has something to save
     defaults={"gpt": {"cuda": {"batch_size": 16}}, "gpt_plain": {"cuda": {"batch_size": 16}}},
     sweep=Sweep(
         pair="gpt",

@@ -3,7 +3,8 @@
 nanoGPT's shape (pre-LayerNorm blocks, a 4x GELU MLP, tied embeddings), AdamW(lr=1e-3), bf16 autocast
 where the device has bf16 (fp32 on a T4). Each block is checkpointed with a policy
 (torch.utils.checkpoint.create_selective_checkpoint_contexts): the outputs of its matmuls and of its
-attention are saved; LayerNorm, GELU, the casts and the residual adds are recomputed in the backward.
+attention are saved, except the MLP's last, which no backward reads; LayerNorm, GELU, the casts and the
+residual adds are recomputed in the backward.
 """
 import functools  # the policy's contexts, made per block
 
@@ -21,6 +22,8 @@ KEEP = {aten.mm.default, aten.addmm.default, aten.bmm.default,  # the costly ops
 
 
 def policy(ctx, op, *args, **kwargs):  # save what is costly to recompute; recompute the cheap rest
+    if op is aten.addmm.default and args[1].shape[-1] > args[2].shape[-1]:  # the MLP's way down (4C -> C): its
+        return CheckpointPolicy.PREFER_RECOMPUTE  # output only meets the residual add, so no backward reads it
     return CheckpointPolicy.MUST_SAVE if op in KEEP else CheckpointPolicy.PREFER_RECOMPUTE  # per op, as it runs
 
 

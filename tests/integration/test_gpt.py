@@ -1,5 +1,7 @@
 """The GPT workload: tokens are its samples, its FLOPs per token count attention, and the attention pair's
 parity catches what breaks a transformer (a fast twin that sees the future)."""
+import dataclasses
+
 import pytest
 
 from common import catalog
@@ -50,3 +52,5 @@ def test_the_fused_twin_passes_parity_and_one_that_sees_the_future_fails_it(twin
     assert parity_failure(bad) == "the twins' models differ in `causal`: True (slow), False (fast)"
     # its losses alone pass at this size: the model has not yet learnt to read the next token
     assert parity(twins["slow"], twins["unmasked"], {**rule, "same": ()}).ok
+    silent = dataclasses.replace(twins["fast"], extra={})  # a twin whose model never said: no agreement assumed
+    assert parity_failure(parity(twins["slow"], silent, rule)).startswith("the fast twin recorded no `causal`")

@@ -1,7 +1,8 @@
 """The attention a trace shows, named from its ops and a GPU's kernels (common.analysis.attention). The
-CUDA traces are stand-ins with the op and kernel names torch 2.11 writes on each device: FlashAttention-2
-on sm_80+ (an A100, an H100), CUTLASS's memory-efficient kernels on a T4 (sm_75: flash needs sm_80),
-cuDNN's SDPA graphs where torch picks them (an H100), the CPU's own flash kernel."""
+CUDA traces are stand-ins with the op and kernel names torch 2.11 writes on each device: cuDNN's SDPA
+graphs on an H100 (torch 2.11 prefers them on sm_90 with cuDNN 9.15+), FlashAttention-2 on an A100 or an
+L4, CUTLASS's memory-efficient kernels on a T4 (sm_75, fp32: flash and cuDNN need 16-bit and sm_80),
+the CPU's own flash kernel."""
 import pytest
 
 from common.analysis import attention
@@ -19,7 +20,7 @@ SDPA = op("aten::scaled_dot_product_attention")
 GEMM = kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off",
               500)
 DEVICES = {
-    "H100, flash": ([SDPA, op("aten::_scaled_dot_product_flash_attention"), GEMM,
+    "A100, flash": ([SDPA, op("aten::_scaled_dot_product_flash_attention"), GEMM,
                      kernel("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, "
                             "128, 4, false, false, cutlass::bfloat16_t>, false, true>(pytorch_flash::Flash_fwd_params)",
                             300),
@@ -31,7 +32,7 @@ DEVICES = {
                               kernel("fmha_cutlassF_f32_aligned_64x64_rf_sm75(PyTorchMemEffAttention::AttentionKernel"
                                      "<float, cutlass::arch::Sm75, true, 64, 64, 64, true, true>::Params)", 900)],
                              "memory-efficient (kernels `fmha_cutlassF_f32_aligned_64x64_rf_sm75`)"),
-    "H100, cuDNN": ([SDPA, op("aten::_scaled_dot_product_cudnn_attention"),
+    "H100, cuDNN (torch 2.11's first choice on sm_90)": ([SDPA, op("aten::_scaled_dot_product_cudnn_attention"),
                      kernel("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128_4x1x1_kernel0_0",
                             200)],
                     "cuDNN (kernels `cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f...`)"),
