@@ -79,7 +79,8 @@ def resolve_config(args, workload: str, mode: str, overrides: dict, pair: str) -
     return Config(batch_size=values["batch_size"], steps=values["steps"], warmup=values["warmup"],
                   profile_steps=values["profile_steps"], image_size=values.get("image_size"), seed=args.seed,
                   data=args.data, min_time_s=values["min_time"] or 0.0, probe_steps=values["probe_steps"], sizes=own,
-                  row_samples=values[spec.row_samples] if spec.row_samples else None)
+                  row_samples=values[spec.row_samples] if spec.row_samples else None,
+                  sample=spec.sample if spec.sample != "sample" else None)
 
 
 def _from_config(name: str) -> property:

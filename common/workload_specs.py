@@ -36,6 +36,7 @@ class WorkloadSpec:
     noise_floor: bool = False  # the A/A (amp's pair of it) runs on it: the cheapest, steadiest step
     parity: LossParity | None = None  # a pair's parity where its recipe gives none
     row_samples: str | None = None  # the size key that counts a batch row's samples (a GPT's context: tokens)
+    sample: str = "sample"  # what one of those samples is called in the reports' rates (a GPT's: token)
     answer: str | None = None  # a served twin's JSON key for its answers
     requests: str | None = None  # "module:function": data arg -> the rows a load generator sends (lists)
 

@@ -38,11 +38,17 @@ class Config(Record):
     probe_steps: int = 0  # learning-probe steps after the run (measure.stages.probed)
     sizes: dict | None = optional()  # the workload's own sizes beyond the image's (a GPT's context, layers, ...)
     row_samples: int | None = optional()  # samples in one row of a batch where more than one (a sequence's tokens)
+    sample: str | None = optional()  # what a sample is where it is not one row (a GPT's: a token)
 
     @property
     def samples_per_step(self) -> int:
         """What a step's throughput counts: its rows, or every row's samples (a GPT's tokens)."""
         return self.batch_size * (self.row_samples or 1)
+
+    @property
+    def rate(self) -> str:
+        """The throughput's unit: samples/s, or a GPT's tokens/s."""
+        return f"{self.sample or 'sample'}s/s"
 
 
 @dataclass

@@ -89,11 +89,17 @@ def burst_words(v: VariantAggregate) -> str | None:
     return f"{found[0].words} ({len(found)} of {len(v.bursts)} processes)"
 
 
+def rate_unit(comparison: Comparison) -> str:
+    """samples/s, or the unit of the pairs' own samples where they all share one (a GPT's tokens/s)."""
+    units = {v.config.rate for e in comparison.workloads.values() for _, v in _variants(e) if v.config}
+    return units.pop() if len(units) == 1 else "samples/s"
+
+
 def terminal_table(comparison: Comparison) -> str:
     cols = [metrics.get(k) for k in ("step_ms", "p95_ms", "between_cv", "within_cv", "throughput", "peak_mb",
                                      "syncs_per_step", "kernels_per_step")]
     head = f"{'workload':10} {'variant':7} {'ms/step':>10} {'p95 ms':>9} {'cv proc':>8} {'cv step':>8} " \
-           f"{'samples/s':>11} {'peak MB':>9} {'syncs/st':>9} {'kern/st':>8}"
+           f"{rate_unit(comparison):>11} {'peak MB':>9} {'syncs/st':>9} {'kern/st':>8}"
     lines = [f"{comparison.recipe} on {device_label(comparison)}", head, "-" * len(head)]
     widths = (10, 9, 8, 8, 11, 9, 9, 8)
     any_noisy = False
@@ -390,7 +396,7 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
         for name, v in _variants(entry):
             if v.status == "ok":
                 out += [f"- {name} ran: {v.step_ms:.3f} ms per step, p95 {v.pooled.p95_ms:.3f} ms, "
-                        f"{v.throughput_per_s:.1f} samples/s, {v.memory.peak_mb:.0f} MB"]
+                        f"{v.throughput_per_s:.1f} {v.config.rate}, {v.memory.peak_mb:.0f} MB"]
         out += ["", "No speedup: only one variant of the pair finished.", ""]
         return out + _diff_section(recipe, workload, reports_dir)
     slow, fast = entry.slow, entry.fast
@@ -413,7 +419,8 @@ def _workload_section(recipe, workload, entry: WorkloadComparison, reports_dir, 
                 f"Batch {cfg.batch_size}{size}; {slow.pooled.n} and {fast.pooled.n} timed steps over "
                 f"{len(slow.process_ms)} and {len(fast.process_ms)} processes.", ""]
     cols = [metrics.get(k) for k in metrics.TABLE]
-    out += ["| variant | " + " | ".join(m.column(cpu) for m in cols) + " |", "|---|" + "---:|" * len(cols)]
+    out += ["| variant | " + " | ".join(slow.config.rate if m.name == "throughput" else m.column(cpu) for m in cols)
+            + " |", "|---|" + "---:|" * len(cols)]
     for name, v in (("slow", slow), ("fast", fast)):
         out.append(f"| {name} | " + " | ".join(m.text(v) for m in cols) + " |")
     c = fast.compile or CompileStats()

@@ -30,6 +30,7 @@ WORKLOAD = WorkloadSpec(
     # GPT-2 small's step is ~1 s on a T4 in fp32 (6 x 86 M weights x 8,192 tokens, ~8 TFLOP/s): fewer steps there
     gpu_class_steps={"T4": {"steps": 15, "warmup": 5}, "L4": {"steps": 25, "warmup": 8}},
     row_samples="context",
+    sample="token",
     load="common.workloads.shakespeare:load",
     check="common.workloads.shakespeare:check",
     locate="common.workloads.shakespeare:locate",
