@@ -16,9 +16,9 @@ run = harness.start(__file__, __doc__)
 model = gpt.model(run)
 
 
-def float8_eligible(module, name):  # _scaled_mm needs both sides divisible by 16; the output layer stays bf16
-    return isinstance(module, torch.nn.Linear) and module.in_features % 16 == 0 and module.out_features % 16 == 0 \
-        and name != "head"
+def float8_eligible(module, name):  # the modules torchao swaps: Linear layers _scaled_mm can take
+    linear = isinstance(module, torch.nn.Linear) and name != "head"  # the tied output layer (65 wide) stays bf16
+    return linear and module.in_features % 16 == 0 and module.out_features % 16 == 0  # _scaled_mm's rule
 
 
 convert_to_float8_training(model, module_filter_fn=float8_eligible)  # Linear -> Float8Linear, in place

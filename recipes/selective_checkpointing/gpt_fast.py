@@ -15,19 +15,19 @@ from common import harness
 from common.workloads import gpt
 
 run = harness.start(__file__, __doc__)
-aten = torch.ops.aten
+aten = torch.ops.aten  # the ops as the policy sees them: after autocast and SDPA's dispatch
 KEEP = {aten.mm.default, aten.addmm.default, aten.bmm.default,  # the costly ops: save their outputs
-        aten._scaled_dot_product_flash_attention.default, aten._scaled_dot_product_efficient_attention.default,
-        aten._scaled_dot_product_cudnn_attention.default, aten._scaled_dot_product_flash_attention_for_cpu.default}
+        *(getattr(aten, f"_scaled_dot_product_{k}_attention").default for k in ("flash", "efficient", "cudnn")),  # GPU
+        aten._scaled_dot_product_flash_attention_for_cpu.default}  # SDPA's fused kernels, on a GPU and on a CPU
 
 
 def policy(ctx, op, *args, **kwargs):  # save what is costly to recompute; recompute the cheap rest
-    if op is aten.addmm.default and args[1].shape[-1] > args[2].shape[-1]:  # the MLP's way down (4C -> C): its
-        return CheckpointPolicy.PREFER_RECOMPUTE  # output only meets the residual add, so no backward reads it
-    return CheckpointPolicy.MUST_SAVE if op in KEEP else CheckpointPolicy.PREFER_RECOMPUTE  # per op, as it runs
+    down = op is aten.addmm.default and args[1].shape[-1] > args[2].shape[-1]  # MLP's 4C -> C: no backward reads it
+    return CheckpointPolicy.MUST_SAVE if op in KEEP and not down else CheckpointPolicy.PREFER_RECOMPUTE  # as it runs
 
 
-model = gpt.checkpoint_blocks(gpt.model(run), functools.partial(create_selective_checkpoint_contexts, policy))
+selective = functools.partial(create_selective_checkpoint_contexts, policy)  # the policy's two contexts, per block
+model = gpt.checkpoint_blocks(gpt.model(run), selective)  # each block checkpointed under the policy
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 batches = gpt.train_batches(run)
 # bf16 where the device has it (sm_80+, a CPU), as nanoGPT trains; a T4 has none: fp32 there
