@@ -102,6 +102,7 @@ def _child(conn: socket.socket) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        _read_at_import()
         # a pipelined child prepares on other cores (common.measure.gate moves it at its gate)
         first = request.get("prepare_on") or request["cpus"]
         if first and hasattr(os, "sched_setaffinity"):
@@ -127,6 +128,15 @@ def _child(conn: socket.socket) -> None:
             conn.send(str(code).encode())
         finally:
             os._exit(code)
+
+
+def _read_at_import() -> None:
+    """What torch reads from the environment once, at its import (here, in the server), read again from the
+    child's: a child asked to run uncompiled (TORCH_COMPILE_DISABLE=1, as the suite's float8 twins are) runs
+    so, as a fresh process would."""
+    import torch._dynamo
+
+    torch._dynamo.config.disable = os.environ.get("TORCH_COMPILE_DISABLE", "0") == "1"
 
 
 def _set_threads(given: str, cpus: list[int]) -> None:

@@ -1,6 +1,6 @@
 """float8 recipe, GPT on Tiny Shakespeare, fast twin: torchao's float8 training, compiled.
 
-A GPT in nanoGPT's shape, four blocks 4,096 wide on a GPU, AdamW(lr=3e-4), bf16 autocast around it.
+A GPT in nanoGPT's shape, four blocks 4,096 wide on a GPU, AdamW(lr=1e-3), bf16 autocast around it.
 convert_to_float8_training swaps each Linear whose sides divide by 16 for a Float8Linear: its input,
 weight and output gradient are cast to float8 (e4m3 forward, e5m2 for gradients) with a scale per
 tensor, and its three matmuls run on float8 tensor cores (torch._scaled_mm); the weights, the optimizer
@@ -23,7 +23,7 @@ def float8_eligible(module, name):  # the modules torchao swaps: Linear layers _
 
 convert_to_float8_training(model, module_filter_fn=float8_eligible)  # Linear -> Float8Linear, in place
 compiled = torch.compile(model)  # the same in both twins: float8's casts need it to be cheap
-optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)  # wide, no warm-up: below the small GPT's 1e-3
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 batches = gpt.train_batches(run)
 amp = torch.autocast(run.device.type, dtype=torch.bfloat16)  # bf16: every float8 GPU has it
 

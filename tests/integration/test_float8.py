@@ -2,12 +2,14 @@
 is timed. Under a simulated H100's profile its twins run as far as a CPU can run them: torchao's
 Float8Linear and torch._scaled_mm have CPU kernels, torch.compile is left out (conftest.SUITE_ENV), and
 the twins pass the recipe's parity (tests/integration/test_recipes.py's smoke run)."""
+from pathlib import Path
+
 import pytest
 
 from common import catalog
-from common.analysis import device
+from common.analysis import device, traces
 
-from conftest import comparison_of, run_module
+from conftest import REPO, comparison_of, run_module
 
 FLAGS = ["--device", "cpu", "--smoke", "--data", "synthetic"]
 
@@ -31,8 +33,10 @@ def test_under_a_simulated_h100_the_float8_twin_runs_scaled_matmuls_and_keeps_pa
     assert proc.returncode == 0, proc.stdout + proc.stderr
     entry = comparison_of(reports, "float8")["workloads"]["gpt"]
     assert entry["slow"]["env"]["profile"]["name"] == "NVIDIA H100 80GB HBM3" and entry["parity"]["ok"]
-    ops = {v: {o["name"] for o in entry[v]["evidence"]["roofline"]["ops"]} | set(entry[v]["evidence"]["roofline"]
-                                                                                  ["unmodelled_ms"])
-           for v in ("slow", "fast")}
-    assert not any("_scaled_mm" in o for o in ops["slow"])
-    assert any("_scaled_mm" in o for o in ops["fast"]), sorted(ops["fast"])  # Float8Linear's matmuls
+    ops = {}
+    for v in ("slow", "fast"):  # every op of the profiled steps, nested ones too (the roofline keeps the outermost)
+        trace = next(p for p in (Path(entry[v]["evidence"]["trace"]), reports / entry[v]["evidence"]["trace"],
+                                 REPO / entry[v]["evidence"]["trace"]) if p.exists())
+        ops[v] = {e["name"] for e in traces.profiled(trace)[0] if e.get("cat") == "cpu_op"}
+    assert "aten::_scaled_mm" not in ops["slow"]
+    assert {"aten::_scaled_mm", "matmul_with_hp_or_float8_args"} <= ops["fast"], sorted(ops["fast"])  # Float8Linear's

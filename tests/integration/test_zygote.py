@@ -40,6 +40,18 @@ def test_a_forked_child_runs_its_module_as_main_with_its_argv_env_and_folder(tmp
     assert (tmp_path / "says.log").read_text() == "__main__ ['--flag', 'x'] 1 True\n"
 
 
+def test_a_forked_child_reads_what_torch_reads_at_import_from_its_own_environment(tmp_path):
+    """TORCH_COMPILE_DISABLE is read once, when torch is imported: in the zygote, before any child's env."""
+    code = "import torch._dynamo\nprint(torch._dynamo.config.disable)\n"
+    assert said(tmp_path, "default", code) == (0, "False\n")  # the suite's own env: compiled as it asks
+    (tmp_path / "reads.py").write_text(code)
+    with open(tmp_path / "reads.log", "w") as log:
+        proc = launch.Forked(os.environ["COOKBOOK_ZYGOTE"], "reads", [], tmp_path,
+                             dict(os.environ, TORCH_COMPILE_DISABLE="1"), None, log)
+        assert proc.wait(timeout=30) == 0
+    assert (tmp_path / "reads.log").read_text() == "True\n"
+
+
 def test_an_uncaught_error_goes_through_the_exception_hook_the_child_set(tmp_path):
     assert said(tmp_path, "hooked", "import sys\nsys.excepthook = lambda *a: (print('one line'), "
                                     "sys.exit(2))\nraise ValueError('x')\n") == (2, "one line\n")
