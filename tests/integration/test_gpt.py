@@ -54,3 +54,13 @@ def test_the_fused_twin_passes_parity_and_one_that_sees_the_future_fails_it(twin
     assert parity(twins["slow"], twins["unmasked"], {**rule, "same": ()}).ok
     silent = dataclasses.replace(twins["fast"], extra={})  # a twin whose model never said: no agreement assumed
     assert parity_failure(parity(twins["slow"], silent, rule)).startswith("the fast twin recorded no `causal`")
+
+
+def test_a_t4_trains_the_gpt_in_fp32(tmp_path):
+    """The twins' `enabled=run.profile.amp_dtype == "bfloat16"`: a T4 (sm_75) has no bf16, so its matmuls
+    stay fp32 and no GradScaler is needed (a CPU and an sm_80+ GPU autocast them to bf16)."""
+    outcome = launch.child(["-m", "recipes.attention.gpt_fast"], ["--device", "cpu", "--smoke", "--data", "synthetic"],
+                           tmp_path / "t4.json", cwd=REPO, timeout=300, extra_env={"COOKBOOK_DEVICE_PROFILE": "T4"})
+    assert outcome.kind == "ok", "\n".join(outcome.tail)
+    dtypes = {o.dtype for o in outcome.result.evidence.roofline.ops if "mm" in o.name}
+    assert outcome.result.env.profile.name == "Tesla T4" and dtypes == {"float32"}, dtypes
