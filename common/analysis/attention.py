@@ -1,7 +1,7 @@
 """Which attention a profiled step ran, read from its trace: the backend scaled_dot_product_attention
-dispatched to (by the op it called and, on a GPU, the kernels under it), or attention written by hand
-(a softmax between batched matmuls, its T x T scores a tensor of their own). None where the step has
-no attention at all."""
+dispatched to (by the op it called and, on a GPU, the kernels under it), FlexAttention (the kernels
+Inductor generated for it, or its eager reference), or attention written by hand (a softmax between
+batched matmuls, its T x T scores a tensor of their own). None where the step has no attention at all."""
 
 # the op scaled_dot_product_attention dispatches to, per backend (torch/nn/functional.py's docs name them)
 BACKENDS = {
@@ -16,6 +16,11 @@ BACKENDS = {
 KERNEL_WORDS = ("flash_fwd", "flash_bwd", "fmha", "attention", "sdpa")
 SOFTMAX = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
 MATMULS = ("aten::bmm", "aten::baddbmm")  # batched: a Linear on a 3-D input is aten::matmul too
+# FlexAttention: Inductor names its kernels for the operator (triton_tem_fused_flex_attention_0, and _backward_);
+# uncompiled, its eager reference runs as an autograd Function of that name
+FLEX_WORD = "flex_attention"
+FLEX_EAGER = "FlexAttentionAutogradOp"
+FLEX_UNCOMPILED = "FlexAttention uncompiled: its eager reference, the scores kept whole"
 BY_HAND = "by hand: a softmax between batched matmuls, its T x T scores kept for the backward"
 KERNELS_SHOWN = 3
 
@@ -23,16 +28,29 @@ KERNELS_SHOWN = 3
 def reading(events) -> str | None:
     """What attention the events ran, in words, with its GPU kernels by name where there are any."""
     ops = {e.get("name") for e in events if e.get("cat") == "cpu_op"}
+    flex = _kernels(events, (FLEX_WORD,))
+    if flex:
+        return "FlexAttention, compiled" + _named(flex)
+    if any(op.startswith(FLEX_EAGER) for op in ops if op):
+        return FLEX_UNCOMPILED
     backends = [words for op, words in BACKENDS.items() if op in ops]
     if not backends:
         return BY_HAND if ops & set(SOFTMAX) and ops & set(MATMULS) else None
+    return " and ".join(backends) + _named(_kernels(events, KERNEL_WORDS))
+
+
+def _kernels(events, words) -> list[str]:
+    """The GPU kernels with any of `words` in their names, the longest-running first."""
     time = {}
     for e in events:
         name = e.get("name", "")
-        if e.get("cat") == "kernel" and any(w in name.lower() for w in KERNEL_WORDS):
+        if e.get("cat") == "kernel" and any(w in name.lower() for w in words):
             time[name] = time.get(name, 0) + e.get("dur", 0)
-    kernels = sorted(time, key=time.get, reverse=True)[:KERNELS_SHOWN]
-    return " and ".join(backends) + (f" (kernels {', '.join(f'`{short(k)}`' for k in kernels)})" if kernels else "")
+    return sorted(time, key=time.get, reverse=True)[:KERNELS_SHOWN]
+
+
+def _named(kernels: list[str]) -> str:
+    return f" (kernels {', '.join(f'`{short(k)}`' for k in kernels)})" if kernels else ""
 
 
 def short(kernel: str, most: int = 60) -> str:

@@ -27,6 +27,8 @@ NEEDS = {
     "cuda": "a CUDA device",
     # torch._scaled_mm's float8 tensor-core matmuls: Ada (sm_89, an L4) and Hopper (sm_90) on; an A100 has none
     "float8": "no float8 tensor cores (Ada, sm_89, and newer: an L4, an H100)",
+    # torch.nn.attention.flex_attention refuses a backward on a CPU; on a GPU its kernels are Triton's
+    "flex_attention": "no FlexAttention training: its backward runs on a GPU only (Triton, sm_70 and newer)",
     # a layout that tensor-core convolutions want: in fp32 they are tensor-core ones from TF32 (sm_80) on;
     # below, fp32 convolutions run on the CUDA cores, where the pair's mechanism is not there (a CPU's
     # oneDNN convolutions prefer NHWC as well)
@@ -71,6 +73,7 @@ class DeviceProfile:
                 "inductor": not cuda or sm >= 70,  # Inductor's C++ backend on a CPU
                 "cuda": cuda,
                 "float8": cuda and sm >= 89,
+                "flex_attention": cuda and sm >= 70,
                 "fp32_tensor_cores": not cuda or sm >= 80}[need]
 
     @property

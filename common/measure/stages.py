@@ -7,6 +7,7 @@ import itertools
 import math
 import sys
 import time
+import warnings
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -348,8 +349,10 @@ def counted(feed: Callable, recorded_flops: float | None) -> Stage:
     """One step under FlopCounterMode: the FLOPs a step really executes, recomputation included.
     A replayed CUDA graph runs no aten ops for the counter to see: then `recorded_flops`, the count
     common.graphs took of the same step when it recorded it, else no count rather than 0."""
-    counter = FlopCounterMode(display=False)
-    with eager_compiled(), counter:
+    counter = FlopCounterMode(display=False, custom_mapping=_rules_torch_lacks())
+    with eager_compiled(), counter, warnings.catch_warnings():
+        # FlexAttention run eagerly warns that it is not compiled: this one step runs so on purpose
+        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
         yield feed()
     return counter.get_total_flops() or recorded_flops
 
@@ -384,6 +387,15 @@ def _copied(batch):
     if isinstance(batch, dict):
         return {k: _copied(v) for k, v in batch.items()}
     return batch
+
+
+def _rules_torch_lacks() -> dict:
+    """FLOP rules for the operators FlopCounterMode refuses, where the step can call them: FlexAttention's,
+    whose module a script using it has imported."""
+    if "torch.nn.attention.flex_attention" not in sys.modules:
+        return {}
+    from common.measure import flex_flops
+    return flex_flops.FORMULAS
 
 
 def eager_compiled():

@@ -19,7 +19,8 @@ from common.spec import GPU_CLASSES
 # and the served pair: what a reader of the README's GPU column asks for first
 READER_ORDER = ("aa", "amp", "dataloader", "sync_removal", "fused_ops", "compile", "checkpointing", "channels_last",
                 "cuda_graphs", "precision", "grad_accumulation", "folded_ops", "set_to_none", "attention",
-                "selective_checkpointing", "float8", "cold_start", "serving")
+                "selective_checkpointing", "flex_attention", "float8", "cold_start",
+                "serving")
 
 # The GPU classes a sitting sizes for. A workload whose step is slow on a class caps its timed steps there
 # (its spec's gpu_class_steps): the recipes' own batch and image sizes stay (each pair's regime), only the

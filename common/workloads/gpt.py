@@ -11,6 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint, noop_context_fn
 
+from common.errors import CookbookError
 from common.workload_specs import WorkloadSpec
 from common.workloads import host_arrays
 
@@ -19,13 +20,16 @@ WORKLOAD = WorkloadSpec(
     order=2,
     sizes={
         "cuda": {"batch_size": 8, "steps": 40, "warmup": 10, "profile_steps": 3, "min_time": 2.0,
-                 "context": 1024, "layers": 12, "heads": 12, "width": 768},
+                 "context": 1024, "window": 1024, "layers": 12, "heads": 12, "width": 768},
         "cpu": {"batch_size": 4, "steps": 12, "warmup": 3, "profile_steps": 1, "min_time": 2.0,
-                "context": 128, "layers": 2, "heads": 4, "width": 128},
+                "context": 128, "window": 128, "layers": 2, "heads": 4, "width": 128},
         "smoke": {"batch_size": 2, "steps": 3, "warmup": 1, "profile_steps": 1, "min_time": 0.0,
-                  "context": 32, "layers": 1, "heads": 2, "width": 32},
+                  "context": 32, "window": 32, "layers": 1, "heads": 2, "width": 32},
     },
-    size_flags={"context": "tokens of context per sequence", "layers": "transformer blocks",
+    size_flags={"context": "tokens of context per sequence",
+                "window": "tokens each position attends to, itself included, where a recipe's attention has a "
+                          "sliding window (flex_attention); the context's length elsewhere",
+                "layers": "transformer blocks",
                 "heads": "attention heads (they divide the width)", "width": "the embedding's width"},
     # GPT-2 small's step is ~1 s on a T4 in fp32 (6 x 86 M weights x 8,192 tokens, ~8 TFLOP/s): fewer steps there
     gpu_class_steps={"T4": {"steps": 15, "warmup": 5}, "L4": {"steps": 25, "warmup": 8}},
@@ -72,7 +76,7 @@ class GPT(nn.Module):
     def __init__(self, vocabulary: int, context: int, layers: int, heads: int, width: int, attention=causal_attention):
         super().__init__()
         if width % heads:
-            raise ValueError(f"--heads {heads} does not divide --width {width}")
+            raise CookbookError(f"--heads {heads} does not divide --width {width}")
         self.tokens, self.positions = nn.Embedding(vocabulary, width), nn.Embedding(context, width)
         self.blocks = nn.ModuleList(Block(width, heads, attention) for _ in range(layers))
         self.ln = nn.LayerNorm(width)
@@ -126,10 +130,47 @@ def model(run, attention=causal_attention) -> GPT:
     appendix counts them) recorded in the result beside the profiler's count."""
     _, vocabulary = _text(run)
     s = run.config.sizes
+    if s["window"] < s["context"] and "window" not in run.extra:
+        raise CookbookError(f"--window {s['window']}: this recipe's attention sees the whole context "
+                            f"({s['context']} tokens); the flex_attention recipe's twins read --window")
     net = GPT(len(vocabulary), s["context"], s["layers"], s["heads"], s["width"], attention).to(run.device)
     run.extra["flops_per_token"] = flops_per_token(net, s)
     run.extra["causal"] = causal(net)  # the attention pair's parity compares it (recipes/attention)
+    run.extra["reach"] = reach(net)  # and flex_attention's, whose twins could mask other windows
     return net
+
+
+def window(run) -> int:
+    """The run's attention window (--window): each position attends to itself and the window-1 tokens before
+    it (recipes/flex_attention's twins mask it; `reach` measures what a model's mask does)."""
+    s = run.config.sizes
+    if s["window"] > s["context"]:
+        raise CookbookError(f"--window {s['window']} is longer than the context ({s['context']} tokens)")
+    run.extra["window"] = s["window"]
+    return s["window"]
+
+
+def reach(net: GPT) -> int:
+    """How many positions a token's change moves (itself and those after it), over 256 tokens at most:
+    the whole check for attention over the whole context, a window's reach through the layers for a
+    sliding window ((window - 1) x layers + 1). Twins that mask different windows differ in it."""
+    first, _ = _two_windows(net)
+    second = first.clone()
+    second[:, 0] = (first[:, 0] + 1) % net.tokens.num_embeddings
+    with torch.no_grad():
+        moved = (net(first) - net(second)).abs().amax(dim=-1)[0]
+    return int((moved > 1e-6 * moved.max()).sum())  # beyond the reach, exactly 0: a masked key weighs exactly 0
+
+
+def _two_windows(net: GPT):
+    """Two windows of random tokens (a generator of its own: the run's random stream is untouched) that
+    share their first half, at most 256 tokens long."""
+    T, device = min(net.positions.num_embeddings, 256), net.positions.weight.device
+    g = torch.Generator(device=device).manual_seed(0)
+    first = torch.randint(net.tokens.num_embeddings, (1, T), generator=g, device=device)
+    second = first.clone()
+    second[:, T // 2:] = torch.randint(net.tokens.num_embeddings, (1, T - T // 2), generator=g, device=device)
+    return first, second
 
 
 def causal(net: GPT) -> bool:
@@ -139,11 +180,8 @@ def causal(net: GPT) -> bool:
     after hundreds of steps, when the model has learnt to read the next token. On the initial weights,
     with a generator of its own: the run's random stream is untouched. 256 tokens at most: causality shows at
     any length, and a hand-written attention at 8,192 would need gigabytes for its scores here."""
-    T, device = min(net.positions.num_embeddings, 256), net.positions.weight.device
-    g = torch.Generator(device=device).manual_seed(0)
-    first = torch.randint(net.tokens.num_embeddings, (1, T), generator=g, device=device)
-    second, half = first.clone(), T // 2
-    second[:, half:] = torch.randint(net.tokens.num_embeddings, (1, T - half), generator=g, device=device)
+    first, second = _two_windows(net)
+    half = first.size(1) // 2
     with torch.no_grad():
         moved = (net(first) - net(second)).abs()
     return bool(moved[:, :half].max() <= 1e-4 * moved[:, half:].max())
@@ -151,9 +189,10 @@ def causal(net: GPT) -> bool:
 
 def flops_per_token(net: GPT, sizes: dict) -> dict:
     """Training FLOPs per token: 6 per weight (the position table aside, a lookup) plus 12 x layers x
-    context x width for attention's two matmuls, forward and backward."""
+    context x width for attention's two matmuls, forward and backward (PaLM's count: the causal half
+    is not taken off); a sliding window's positions attend to `window` keys, not the context's."""
     weights = sum(p.numel() for p in net.parameters()) - net.positions.weight.numel()
-    attention = 12 * sizes["layers"] * sizes["context"] * sizes["width"]
+    attention = 12 * sizes["layers"] * min(sizes["window"], sizes["context"]) * sizes["width"]
     return {"weights": weights, "dense": 6 * weights, "attention": attention, "total": 6 * weights + attention}
 
 

@@ -51,11 +51,12 @@ def test_not_applicable_names_the_gpu_its_capability_and_what_it_lacks():
 
 @pytest.mark.parametrize("recipe, lacking", [("precision", {"T4", "P100"}), ("compile", {"P100"}), ("amp", set()),
                                              ("channels_last", {"T4", "P100"}),
-                                             ("float8", {"T4", "P100", "A100"})])
+                                             ("float8", {"T4", "P100", "A100"}), ("flex_attention", {"P100"})])
 def test_a_recipe_is_not_applicable_exactly_where_its_technique_is_missing(recipe, lacking):
     found = {name for name, p in device.SIMULATED.items() if catalog.not_applicable(recipe, p)}
     assert found == lacking
-    assert catalog.not_applicable(recipe, CPU) is None or recipe in ("precision", "float8")  # a CPU runs the others
+    # a CPU runs the others
+    assert catalog.not_applicable(recipe, CPU) is None or recipe in ("precision", "float8", "flex_attention")
 
 
 def test_channels_last_on_a_t4_says_why_its_fp32_pair_shows_nothing():

@@ -8,7 +8,7 @@ from common import catalog
 from common.analysis.aggregate import parity, parity_failure
 from common.runners import launch
 
-from conftest import REPO
+from conftest import REPO, run_module
 
 FLAGS = ["--device", "cpu", "--smoke", "--data", "synthetic", "--profile-steps", "0"]
 
@@ -64,3 +64,17 @@ def test_a_t4_trains_the_gpt_in_fp32(tmp_path):
     assert outcome.kind == "ok", "\n".join(outcome.tail)
     dtypes = {o.dtype for o in outcome.result.evidence.roofline.ops if "mm" in o.name}
     assert outcome.result.env.profile.name == "Tesla T4" and dtypes == {"float32"}, dtypes
+
+
+@pytest.mark.parametrize("module, flags, error", [
+    ("recipes.attention.gpt_fast", ["--window", "8"],
+     "--window 8: this recipe's attention sees the whole context (32 tokens); the flex_attention recipe's twins "
+     "read --window"),
+    ("recipes.flex_attention.gpt_slow", ["--window", "64"], "--window 64 is longer than the context (32 tokens)"),
+    ("recipes.attention.gpt_slow", ["--heads", "3"], "--heads 3 does not divide --width 32"),
+])
+def test_a_size_the_gpt_cannot_take_is_one_line_and_exit_2_with_nothing_written(tmp_path, module, flags, error):
+    out = tmp_path / "result.json"
+    proc = run_module(module, *FLAGS, *flags, "--out", str(out), env={"COOKBOOK_DEVICE_PROFILE": "A100"})
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(f"error: {error}"), proc.stderr
+    assert not out.exists() and not any(tmp_path.iterdir())

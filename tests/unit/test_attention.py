@@ -2,7 +2,8 @@
 CUDA traces are stand-ins with the op and kernel names torch 2.11 writes on each device: cuDNN's SDPA
 graphs on an H100 (torch 2.11 prefers them on sm_90 with cuDNN 9.15+), FlashAttention-2 on an A100 or an
 L4, CUTLASS's memory-efficient kernels on a T4 (sm_75, fp32: flash and cuDNN need 16-bit and sm_80),
-the CPU's own flash kernel."""
+the CPU's own flash kernel; FlexAttention's Triton templates as Inductor names them, and its eager
+reference."""
 import pytest
 
 from common.analysis import attention
@@ -52,3 +53,16 @@ def test_a_softmax_between_matmuls_is_attention_by_hand_and_a_step_without_eithe
     assert attention.reading([op("aten::bmm"), op("aten::softmax"), op("aten::masked_fill")]) == attention.BY_HAND
     assert attention.reading([op("aten::convolution"), op("aten::_log_softmax"), GEMM]) is None
     assert attention.reading([op("aten::softmax"), op("aten::addmm")]) is None  # a classifier's softmax alone
+
+
+def test_flexattention_is_named_by_the_kernels_inductor_generated_or_as_its_uncompiled_reference():
+    compiled = [op("CompiledFunction"), op("## Call CompiledFxGraph fabc ##"), GEMM,
+                kernel("triton_tem_fused_flex_attention_0", 300),
+                kernel("triton_tem_fused_flex_attention_backward_1", 700),
+                kernel("triton_per_fused__to_copy_native_layer_norm_2", 50)]
+    assert attention.reading(compiled) == ("FlexAttention, compiled (kernels "
+                                           "`triton_tem_fused_flex_attention_backward_1`, "
+                                           "`triton_tem_fused_flex_attention_0`)")
+    # uncompiled, its reference computes a softmax between matmuls, yet it is FlexAttention, not attention by hand
+    eager = [op("FlexAttentionAutogradOp"), op("aten::bmm"), op("aten::_softmax"), op("aten::mm")]
+    assert attention.reading(eager) == attention.FLEX_UNCOMPILED

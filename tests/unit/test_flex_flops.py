@@ -1,0 +1,40 @@
+"""FlexAttention under FlopCounterMode (common.measure.flex_flops): torch 2.11 has no rule for its operators,
+and a counted step that calls it failed. Counted by the tiles its block mask lists, as its kernel
+computes them; on this CPU its backward runs through the simulated GPU's stand-in (common.measure.rig)."""
+import torch
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from torch.utils.flop_counter import FlopCounterMode
+
+from common.measure import flex_flops, rig
+from common.measure.stages import eager_compiled
+
+WINDOW, T, B, H, D = 8, 300, 2, 2, 16
+
+
+def near(b, h, q, k):
+    return (q >= k) & (q - k < WINDOW)
+
+
+def test_the_tiles_a_sliding_window_lists_are_counted_cut_to_the_sequence():
+    mask = create_block_mask(near, None, None, T, T, device="cpu")
+    q, v = torch.zeros(B, H, T, D), torch.zeros(B, H, T, D)
+    # 128-token tiles: the first row of tiles holds its diagonal tile, the second and third their diagonal
+    # and the tile before it (the window crosses the edge); the third row and column are 44 tokens long
+    pairs = 128 * 128 + 128 * (128 + 128) + 44 * (128 + 44)
+    assert flex_flops.tile_flops(q, v, mask.as_tuple()) == B * H * 2 * pairs * (D + D)
+    dense = create_block_mask(lambda b, h, q, k: q >= 0, None, None, T, T, device="cpu")  # every pair
+    assert flex_flops.tile_flops(q, v, dense.as_tuple()) == B * H * 2 * T * T * (D + D)
+
+
+def test_a_counted_step_counts_flexattention_by_its_tiles_and_not_its_reference_matmuls():
+    mask = create_block_mask(near, None, None, T, T, device="cpu")
+    q, k, v = (torch.randn(B, H, T, D, requires_grad=True) for _ in range(3))
+    with rig.flex_trains_here():
+        flex = torch.compile(flex_attention)  # the stand-in's: dynamo's eager backend, as the recipe's twin compiles it
+        counter = FlopCounterMode(display=False, custom_mapping=flex_flops.FORMULAS)
+        with eager_compiled(), counter:  # as common.measure.stages.counted runs its step
+            flex(q, k, v, block_mask=mask).sum().backward()
+    counts = {type(op).__name__: n for op, n in counter.get_flop_counts()["Global"].items()}
+    forward = flex_flops.tile_flops(q, v, mask.as_tuple())
+    assert counts == {"FlexAttentionHOP": forward, "FlexAttentionBackwardHOP": forward * 5 // 2}, counts
+    assert q.grad is not None and k.grad.abs().sum() > 0  # it trained
