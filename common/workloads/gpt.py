@@ -6,6 +6,9 @@ tokens/s.
 On a GPU it has GPT-2 small's shape (12 layers, 12 heads, 768 wide, 1,024 tokens of context); tiny on
 a CPU and in smoke. Dropout is 0 everywhere: attention backends then differ by their arithmetic only,
 never by their random streams."""
+import contextlib
+import sys
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -136,7 +139,7 @@ def model(run, attention=causal_attention) -> GPT:
     net = GPT(len(vocabulary), s["context"], s["layers"], s["heads"], s["width"], attention).to(run.device)
     run.extra["flops_per_token"] = flops_per_token(net, s)
     run.extra["causal"] = causal(net)  # the attention pair's parity compares it (recipes/attention)
-    run.extra["reach"] = reach(net)  # and flex_attention's, whose twins could mask other windows
+    run.extra["reach"] = reach(attention, s, run.device)  # and flex_attention's, whose twins could mask other windows
     return net
 
 
@@ -150,16 +153,28 @@ def window(run) -> int:
     return s["window"]
 
 
-def reach(net: GPT) -> int:
-    """How many positions a token's change moves (itself and those after it), over 256 tokens at most:
-    the whole check for attention over the whole context, a window's reach through the layers for a
-    sliding window ((window - 1) x layers + 1). Twins that mask different windows differ in it."""
-    first, _ = _two_windows(net)
-    second = first.clone()
-    second[:, 0] = (first[:, 0] + 1) % net.tokens.num_embeddings
-    with torch.no_grad():
-        moved = (net(first) - net(second)).abs().amax(dim=-1)[0]
-    return int((moved > 1e-6 * moved.max()).sum())  # beyond the reach, exactly 0: a masked key weighs exactly 0
+def reach(attention, sizes: dict, device) -> int:
+    """How many queries a change of the first key and value moves, in one call of the model's attention on
+    random queries, keys and values twice the window long (the context at most): the window, for a
+    sliding window; the whole length, for attention over the whole context. Exact: a masked key weighs
+    exactly 0, so a query outside the window moves by exactly 0. Twins that mask different windows differ in it."""
+    T, d = min(sizes["context"], 2 * sizes["window"]), sizes["width"] // sizes["heads"]
+    g = torch.Generator(device=device).manual_seed(0)
+    q, k, v = (torch.randn(1, 1, T, d, generator=g, device=device) for _ in range(3))
+    k2, v2 = k.clone(), v.clone()
+    k2[..., 0, :] += 1
+    v2[..., 0, :] += 1
+    with torch.no_grad(), _uncompiled():
+        moved = (attention(q, k, v) - attention(q, k2, v2)).abs().amax(dim=-1)
+    return int((moved > 0).sum())
+
+
+def _uncompiled():
+    """The model's probes run eagerly: a compiled attention (FlexAttention's) would compile for their shapes
+    too, and its compilation would count as the run's."""
+    if "torch._dynamo" not in sys.modules:  # nothing compiled yet, and importing dynamo costs a second
+        return contextlib.nullcontext()
+    return torch.compiler.set_stance("force_eager")
 
 
 def _two_windows(net: GPT):
@@ -182,7 +197,7 @@ def causal(net: GPT) -> bool:
     any length, and a hand-written attention at 8,192 would need gigabytes for its scores here."""
     first, second = _two_windows(net)
     half = first.size(1) // 2
-    with torch.no_grad():
+    with torch.no_grad(), _uncompiled():
         moved = (net(first) - net(second)).abs()
     return bool(moved[:, :half].max() <= 1e-4 * moved[:, half:].max())
 

@@ -3,7 +3,7 @@
 nanoGPT's shape (pre-LayerNorm blocks, a 4x GELU MLP, tied embeddings), AdamW(lr=1e-3), bf16 autocast
 where the device has bf16 (fp32 on a T4). Each position attends to itself and the `--window`-1 tokens
 before it (Mistral's and Gemma's local attention). A boolean mask rules out flash attention: SDPA runs
-its memory-efficient kernel on a GPU, which reads the mask and scores every pair, allowed or not.
+a kernel that takes one (memory-efficient; cuDNN's on an H100), which scores every pair, allowed or not.
 """
 import torch
 import torch.nn.functional as F

@@ -38,3 +38,30 @@ def test_a_counted_step_counts_flexattention_by_its_tiles_and_not_its_reference_
     forward = flex_flops.tile_flops(q, v, mask.as_tuple())
     assert counts == {"FlexAttentionHOP": forward, "FlexAttentionBackwardHOP": forward * 5 // 2}, counts
     assert q.grad is not None and k.grad.abs().sum() > 0  # it trained
+
+
+def test_the_counted_reference_in_slices_of_queries_gives_the_whole_ones_outputs_and_gradients(monkeypatch):
+    """On a GPU with little memory left the counted step runs FlexAttention's reference a slice of queries at
+    a time (flex_flops.rows_that_fit), each slice's mask told where its rows start: the same numbers."""
+    mask = create_block_mask(near, None, None, T, T, device="cpu")
+    with rig.flex_trains_here():
+        flex = torch.compile(flex_attention)
+
+        def counted(rows):
+            monkeypatch.setattr(flex_flops, "ROWS", rows)
+            torch.manual_seed(0)
+            q, k, v = (torch.randn(B, H, T, D, requires_grad=True) for _ in range(3))
+            counter = FlopCounterMode(display=False, custom_mapping=flex_flops.FORMULAS)
+            with eager_compiled(), counter:
+                out = flex(q, k, v, block_mask=mask)
+                (out * torch.linspace(-1, 1, D)).sum().backward()
+            return out.detach(), [t.grad for t in (q, k, v)], counter.get_total_flops()
+
+        whole, sliced = counted(None), counted(64)  # 300 queries: five slices, the last of 44
+    torch.testing.assert_close(sliced[0], whole[0], rtol=0, atol=1e-6)
+    for a, b in zip(sliced[1], whole[1]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert sliced[2] == whole[2]  # counted once, over the whole call
+    assert flex_flops.rows_that_fit(torch.zeros(B, H, T, D), torch.zeros(B, H, T, D)) == 64
+    monkeypatch.setattr(flex_flops, "ROWS", None)
+    assert flex_flops.rows_that_fit(torch.zeros(B, H, T, D), torch.zeros(B, H, T, D)) == T  # a CPU: all at once
