@@ -83,7 +83,7 @@ diagnose-%: $(SETUP) ## the four-phase diagnosis of a baseline -> reports/local/
 baselines: $(SETUP) ## diagnose both naive baselines (make diagnose-churn, make diagnose-resnet18)
 	@$(TIMED) status=0; for w in churn resnet18; do $(PY) -m common.runners.diagnose $$w $(ARGS) || status=1; done; exit $$status
 
-ladder: $(SETUP) ## climb both ladders, naive -> every technique -> reports/local/ladder_<workload>.md
+ladder: $(SETUP) ## climb the three ladders (churn, ResNet-18, GPT), naive -> every technique -> reports/local/ladder_<workload>.md
 	@$(TIMED) $(PY) -m common.runners.climb $(ARGS)
 
 gpu-check: $(SETUP) ## on a GPU first: the GPU tests, every recipe, sweep, ladder and diagnosis once, small, one line each

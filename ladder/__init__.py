@@ -70,6 +70,28 @@ def _serving_target(rows) -> list[str]:
     return out
 
 
+# the GPT's rungs change the arithmetic, not the data: the attention pair's rule (16-bit rounding, fused kernels)
+GPT = {"early_steps": 3, "early_rtol": 0.02, "window": 5, "rtol": 0.03}
+# The best published figure for GPT-2 small: llm.c's reproduction of GPT-2 (124M), 10B tokens in 45 minutes on
+# one node of 8 H100s (the baseline of KellerJordan/modded-nanogpt's README; llm.c discussion #481 ran it in 90
+# minutes on 8 A100s), 463K tokens/s per GPU. At GPT-2's 855 MFLOP per token (6 x 123.6M weights, the position
+# table aside, plus 12 x 12 layers x 1,024 x 768 for attention) that is 396 TFLOP/s per H100: a rate of model
+# FLOPs, which this GPT's smaller vocabulary (characters) does not change.
+GPT_TFLOPS_H100 = 10e9 / (45 * 60) / 8 * (6 * 123.6e6 + 12 * 12 * 1024 * 768) / 1e12
+
+
+def _gpt_target(rows) -> list[str]:
+    """The last rung's model FLOPs per second (tokens/s x its FLOPs per token) against llm.c's per GPU."""
+    a = rows[-1].aggregate
+    per_token = (a.extra or {}).get("flops_per_token", {}).get("total")
+    if not per_token:
+        return ["  - last rung: no FLOPs per token recorded"]
+    tflops = a.throughput_per_s * per_token / 1e12
+    return [f"  - last rung: {a.throughput_per_s:,.0f} tokens/s, {tflops:.0f} TFLOP/s of model FLOPs: "
+            + met(tflops >= GPT_TFLOPS_H100, f"{GPT_TFLOPS_H100 / tflops:.2f}x short of llm.c's "
+                                             f"{GPT_TFLOPS_H100:.0f}")]
+
+
 def _training_target(rows) -> list[str]:
     ips = rows[-1].aggregate.throughput_per_s
     return [f"  - last rung: {ips:,.0f} images/s: " + met(ips >= 18_000, f"{18_000 / ips:.2f}x short")]
@@ -142,6 +164,28 @@ LADDERS = {
                      OTHER_BATCH, changes=(("config", "batch_size", "up"),),
                      flags={"cuda": ["--batch-size", "512"], "cpu": ["--batch-size", "64"],
                             "smoke": ["--batch-size", "12"]}),
+        ),
+    ),
+    "gpt": LadderSpec(
+        script="ladder.gpt_training",
+        what="training: a GPT in nanoGPT's shape (GPT-2 small's sizes on a GPU) on Tiny Shakespeare, AdamW 1e-3",
+        target=f"the last rung at least {GPT_TFLOPS_H100:.0f} TFLOP/s of model FLOPs per GPU, llm.c's GPT-2 (124M) "
+               "reproduction on 8 H100s (10B tokens in 45 minutes)",
+        judge=_gpt_target, min_speedup=1.0,
+        rungs=(
+            RungSpec("naive", "naive", "fp32, attention written by hand (scores, mask, softmax, weighted sum), "
+                     "AdamW's default implementation", GPT),
+            RungSpec("sdpa", "fused attention", "scaled_dot_product_attention(is_causal=True): one fused kernel, no "
+                     "T x T scores kept", GPT, changes=(("metric", "forward_ops", "down"),)),
+            RungSpec("tf32", "TF32", "fp32 matmuls on TF32 tensor cores (sm_80+)", GPT,
+                     changes=(("observed", "tf32", True),), needs=("tf32",)),
+            RungSpec("amp", "AMP", "torch.autocast to bfloat16 (fp16 with a GradScaler below sm_80: a T4); SDPA gets "
+                     "flash or cuDNN", GPT, changes=(("observed", "autocast_16bit", True),)),
+            RungSpec("fused_adamw", "fused AdamW", "AdamW(fused=True) on CUDA (foreach on CPU)", GPT,
+                     changes=(("metric", "optimizer_ops", "down"),)),
+            RungSpec("compile", "regional compile", "each block compiled in place (fullgraph), one graph for all: "
+                     "LayerNorm, GELU and the residual adds fused", GPT,
+                     changes=(("observed", "compiled", True), ("metric", "forward_ops", "down")), needs=("inductor",)),
         ),
     ),
 }

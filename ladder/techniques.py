@@ -35,6 +35,33 @@ def adam(params, device: torch.device, fused: bool, lr: float) -> torch.optim.Op
     return torch.optim.Adam(params, lr=lr)  # the default: foreach on CUDA, one op per tensor on CPU
 
 
+def adamw(params, device: torch.device, fused: bool, lr: float) -> torch.optim.Optimizer:
+    if fused:  # one kernel for every parameter on CUDA; foreach (a few multi-tensor ops) on CPU
+        cuda = device.type == "cuda"
+        return torch.optim.AdamW(params, lr=lr, fused=cuda, foreach=not cuda)
+    return torch.optim.AdamW(params, lr=lr)  # the default: foreach on CUDA, one op per tensor on CPU
+
+
+def attention_by_hand(q, k, v):
+    """nanoGPT's attention without flash: scores, the causal mask, a softmax, the weighted sum."""
+    T = q.size(-2)
+    scores = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5
+    future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1) @ v
+
+
+def apply_tf32(on: bool) -> None:
+    """fp32 matmuls on TF32 tensor cores (sm_80+): fp32's range, a 10-bit mantissa."""
+    torch.backends.cuda.matmul.fp32_precision = "tf32" if on else "ieee"
+
+
+def compile_blocks(blocks) -> None:
+    """Regional compilation: each transformer block compiled in place; they share their code, so one graph
+    serves them all."""
+    for block in blocks:
+        block.compile(fullgraph=True)
+
+
 def apply_compile(model: torch.nn.Module, mode: str | None = None):
     """fullgraph: a graph break is an error, not a silent slowdown."""
     return torch.compile(model, mode=mode, fullgraph=True)

@@ -100,7 +100,7 @@ def simulated_for(recipe: str) -> dict | None:
 # no cache of the suite's saves (its CPU figures: recipes/cold_start/README.md, from `make recipe-cold_start`);
 # compile's resnet18_fusion pair is its resnet18 pair in default mode at the same smoke size, the whole-model
 # default-mode compile that cold_start's smoke runs too: about 30 s of C++ on a fresh machine for no new path
-SUITE_PAIRS = {"cold_start": ["resnet18_cache"], "compile": ["churn_serving", "resnet18"]}
+SUITE_PAIRS = {"cold_start": ["resnet18_cache"], "compile": ["churn_serving", "resnet18", "gpt"]}
 # Flags a recipe's smoke run adds, and why: the one-option DDP recipes' tests read their all-reduce counts
 # and digests, which the counting hook gives, not the profiler (ddp's own run profiles its ranks)
 # (and cold_start's, whose tests read its first steps, caches and break-even: none of them a trace)

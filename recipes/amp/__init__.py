@@ -13,6 +13,10 @@ RECIPE = RecipeSpec(
     # up to 3.4% off at batch 2 and 1.9% at 4 (ResNet-18, CPU), 0.37% at 128 (ResNet-18) and 0.94% at 64
     # (churn) on the first H100 run: at most 0.4x of the tolerance
     parity=LossParity(what="training loss", early_steps=5, early_rtol=0.03, at_batch=16, window=10, rtol=0.05),
+    # the GPT's batch is sequences of hundreds of tokens each, not images, so the rule is not widened for
+    # its batch size: measured on a CPU over three seeds, bf16 against fp32, the first 5 losses agreed
+    # within 0.02% at CPU sizes (batch 4, 128 tokens) and 0.006% at smoke size
+    parity_by_pair={"gpt": LossParity(what="training loss", early_steps=5, early_rtol=0.03, window=10, rtol=0.05)},
     evidence=("peak_mb",),  # 16-bit activations: less memory; the speed is the headline
     # AMP speeds up the math, so the pair runs where the math dominates: at the seed's batch of 32 an
     # H100 spends much of a ResNet-18 step launching kernels (see the README and the sweep).

@@ -25,6 +25,8 @@ RECIPE = RecipeSpec(
         "churn_serving": {"cuda": {"batch_size": 512}, "cpu": {"batch_size": 512}},
         "resnet18": {"cuda": {"batch_size": 32, "warmup": 20}},
         "resnet18_fusion": {"cuda": {"batch_size": 256, "warmup": 20}},
+        # the first steps compile the blocks' forward and backward; two blocks in smoke, to show one graph serving both
+        "gpt": {"cuda": {"warmup": 20}, "smoke": {"layers": 2}},
     },
     sweep=Sweep(
         pair="resnet18",

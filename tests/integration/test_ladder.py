@@ -165,6 +165,57 @@ def test_each_resnet18_technique_makes_its_declared_change():
                 assert f"def {WHERE[key]}(" in recipe_tests, (rs.id, key)
 
 
+def test_each_gpt_technique_makes_its_declared_change():
+    """In this process, on a CPU: the GPT ladder's techniques, each against the rung below. Its climb compiles a
+    GPT (a minute of a CPU), so it is checked as units; `make ladder` climbs it (ladder/gpt_training.py)."""
+    import types
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from common.analysis import device
+    from common.workloads import gpt
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.count = 0
+
+        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+            self.count += 1
+            return func(*args, **(kwargs or {}))
+
+    def forward_ops(attention):
+        torch.manual_seed(0)
+        net = gpt.GPT(65, 64, 2, 2, 32, attention)
+        with Ops() as ops:
+            net(torch.randint(65, (2, 64)))
+        return ops.count
+
+    declared = {key: want for rs in ladder.LADDERS["gpt"].rungs for kind, key, want in rs.changes
+                if kind == "observed"}
+    assert forward_ops(gpt.causal_attention) < forward_ops(techniques.attention_by_hand)  # the sdpa rung
+    saved = torch.backends.cuda.matmul.fp32_precision
+    try:
+        techniques.apply_tf32(True)
+        assert (torch.backends.cuda.matmul.fp32_precision == "tf32") == declared["tf32"]
+        techniques.apply_tf32(False)
+        assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = saved
+    net = gpt.GPT(65, 16, 2, 2, 16)
+    run = types.SimpleNamespace(device=torch.device("cpu"), profile=device.cpu("test"))
+    with techniques.autocast(run, True):
+        assert (net(torch.randint(65, (1, 16))).dtype != torch.float32) == declared["autocast_16bit"]
+    techniques.compile_blocks(net.blocks)  # compiles lazily, at the first call: nothing runs here
+    assert all(b._compiled_call_impl is not None for b in net.blocks) == declared["compiled"]
+    cpu = torch.device("cpu")
+    assert techniques.adamw(net.parameters(), cpu, fused=True, lr=1e-3).defaults["foreach"]
+    assert not techniques.adamw(net.parameters(), cpu, fused=False, lr=1e-3).defaults["foreach"]
+    script = (REPO / "ladder" / "gpt_training.py").read_text()
+    assert '"compiled": all(b._compiled_call_impl is not None' in script  # the script observes as this test does
+
+
 def test_incremental_speedup_is_against_the_rung_below_even_after_a_failure():
     """Not against the last rung that ran: after a failed rung, that is two below."""
     from common.runners.climb import summarize

@@ -205,6 +205,8 @@ def test_compile_pairs_pass_parity(smoke_run):
     assert churn["ok"] and churn["what"] == "churn probability per request"
     assert churn["max_abs"] <= 1e-4 and churn["answers_compared"] >= 64  # serving: the same function, compiled
     assert resnet["ok"] and resnet["what"] == "training loss"
+    gpt = workloads["gpt"]  # regional: every block compiled in place, one graph for all of them
+    assert gpt["parity"]["ok"] and gpt["fast"]["compile"]["graphs"] == 1 and gpt["fast"]["compile"]["recompiles"] == 0
 
 
 @pytest.mark.recipe("compile")
@@ -225,7 +227,9 @@ def test_compiled_graph_calls_fewer_ops_and_pays_on_the_first_step(smoke_run):
     _, reports = smoke_run("compile")
     for w, entry in comparison_of(reports, "compile")["workloads"].items():
         slow, fast = entry["slow"], entry["fast"]
-        assert fast["evidence"]["phases"]["forward"]["ops"] < slow["evidence"]["phases"]["forward"]["ops"] / 3, w
+        # the GPT compiles its blocks only (regional): its embeddings, output layer and loss stay eager ops
+        share = 1 / 2 if w == "gpt" else 1 / 3
+        assert fast["evidence"]["phases"]["forward"]["ops"] < slow["evidence"]["phases"]["forward"]["ops"] * share, w
         assert fast["host"]["first_step_s"] > slow["host"]["first_step_s"], w
     md = (reports / "compile.md").read_text()
     assert "first step, s (compilation, autotuning)" in md

@@ -19,12 +19,12 @@ def test_every_recipe_exports_a_spec_that_checks():
 
 
 @pytest.mark.parametrize("change, words", [
-    ({"main": "nope"}, "RECIPE.main 'nope' is none of its pairs (churn, resnet18)"),
-    ({"main": None}, "RECIPE.main is missing: it has 2 pairs"),
+    ({"main": "nope"}, "RECIPE.main 'nope' is none of its pairs (churn, resnet18, gpt)"),
+    ({"main": None}, "RECIPE.main is missing: it has 3 pairs"),
     ({"measure": "epoch"}, "RECIPE.measure 'epoch' is none of step, first step"),
     ({"defaults": {"resnet18": {"tpu": {}}}}, "RECIPE.defaults['resnet18'] has modes ['tpu']"),
-    ({"sweep": spec.Sweep(pair="gpt", flag="--batch-size", knob="batch", values={})},
-     "RECIPE.sweep.pair names 'gpt', none of its pairs"),
+    ({"sweep": spec.Sweep(pair="mlp", flag="--batch-size", knob="batch", values={})},
+     "RECIPE.sweep.pair names 'mlp', none of its pairs"),
     ({"parity": {"rtol": 0.1}}, "RECIPE.parity is neither LossParity nor AnswerParity"),
     ({"goals": {"A100": {}}}, "RECIPE.goals names the GPU class 'A100', none of H100, T4"),
     ({"goals": {"T4": {"resnet18": {"min_speed": 2}}}}, "RECIPE.goals['T4']['resnet18'] has keys ['min_speed']"),
