@@ -69,6 +69,16 @@ def test_a_compute_bound_script_headlines_its_compute_and_the_settings_it_leaves
     assert "| DataLoader | none seen |" in md
 
 
+def test_a_gpt_written_as_nanogpt_writes_it_without_flash_is_told_of_fused_attention(tmp_path):
+    """tests/plain/gpt_by_hand.py: nanoGPT's attention branch for a torch without flash, two blocks of 64
+    tokens. Its SDPA branch is never counted (tests/unit/test_doctor_units.py reads SDPA's own softmax)."""
+    proc = doctor(tmp_path, PLAIN / "gpt_by_hand.py", *QUICK)
+    assert "could gain: fused attention -> recipes: attention" in proc.stdout
+    md = report(tmp_path)
+    assert "- **fused attention**: 2 softmaxes per step over 64 x 64 scores between batched matmuls" in md
+    assert "[`attention`](../recipes/attention/README.md)" in md
+
+
 def test_an_item_per_step_is_found_and_costed_as_next_to_nothing_on_a_cpu(tmp_path):
     proc = doctor(tmp_path, PLAIN / "item_per_step.py", *QUICK)
     assert "host syncs" not in headline(proc)  # on a CPU a scalar read costs microseconds: honest, not headlined
