@@ -33,6 +33,8 @@ class LossParity:
     # facts the twins' scripts record in run.extra that must agree, for a defect the losses show too late
     # (a GPT whose attention sees the future: common.workloads.gpt.causal)
     same: tuple[str, ...] | None = None
+    # of those facts, the value each twin must have (a GPT that sees the future is wrong in both twins alike)
+    expect: dict | None = None
 
     def rule(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}

@@ -108,6 +108,9 @@ def parity(slow: RunResult, fast: RunResult, rule: dict) -> Parity:
         if a != b:
             return Parity(ok=False, what=what, rtol=rtol, why=f"the twins' models differ in `{fact}`: {a} (slow), "
                                                              f"{b} (fast)")
+        want = (rule.get("expect") or {}).get(fact, a)
+        if a != want:
+            return Parity(ok=False, what=what, rtol=rtol, why=f"both twins' models have `{fact}` {a}, not {want}")
         agreed[fact] = a
     n = min(len(slow.losses), len(fast.losses))
     if n == 0:

@@ -9,7 +9,8 @@ RECIPE = RecipeSpec(
     # one's full softmax): the losses agree to bf16's rounding, not to fp32's.
     # A twin whose attention sees the future trains alike for hundreds of steps, until it has learnt to
     # read the next token: the workload asks each model directly (common.workloads.gpt.causal).
-    parity=LossParity(what="training loss", early_steps=3, early_rtol=0.02, window=5, rtol=0.03, same=("causal",)),
+    parity=LossParity(what="training loss", early_steps=3, early_rtol=0.02, window=5, rtol=0.03, same=("causal",),
+                      expect={"causal": True}),
     evidence=("peak_mb", "kernels_per_step", "forward_ops", "backward_ops"),
     # the hand-written twin keeps B x heads x T x T scores per layer for the backward, so its memory grows
     # as T^2 where the fused one's grows as T: the sweep finds where the time crosses and where it runs out

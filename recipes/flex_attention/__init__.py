@@ -12,7 +12,7 @@ RECIPE = RecipeSpec(
     # masks another window, trains alike for many steps: the workload asks each model how far a token's
     # change reaches, and whether it reaches back (common.workloads.gpt.causal and .reach)
     parity=LossParity(what="training loss", early_steps=3, early_rtol=0.02, window=5, rtol=0.03,
-                      same=("causal", "reach")),
+                      same=("causal", "reach"), expect={"causal": True}),
     evidence=("peak_mb", "kernels_per_step", "forward_ops", "backward_ops"),
     # a window of 256 in a context of 4,096 tokens: FlexAttention's 128 x 128 tiles hold an allowed pair in
     # about 3 tiles of each row's 32, so it scores about a tenth of what the dense mask's kernel scores

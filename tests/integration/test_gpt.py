@@ -54,6 +54,9 @@ def test_the_fused_twin_passes_parity_and_one_that_sees_the_future_fails_it(twin
     assert parity(twins["slow"], twins["unmasked"], {**rule, "same": ()}).ok
     silent = dataclasses.replace(twins["fast"], extra={})  # a twin whose model never said: no agreement assumed
     assert parity_failure(parity(twins["slow"], silent, rule)).startswith("the fast twin recorded no `causal`")
+    # twins that both see the future agree with each other, and are both wrong
+    both = [dataclasses.replace(twins[v], extra={**twins[v].extra, "causal": False}) for v in ("slow", "fast")]
+    assert parity_failure(parity(*both, rule)) == "both twins' models have `causal` False, not True"
 
 
 def test_a_t4_trains_the_gpt_in_fp32(tmp_path):
