@@ -1,7 +1,7 @@
 """float8 training: torchao's convert_to_float8_training swaps each eligible nn.Linear for a Float8Linear,
 whose matmuls run on float8 tensor cores (torch._scaled_mm) with a scale per tensor; compiled in both twins."""
 
-from common.spec import LossParity, RecipeSpec
+from common.spec import LossParity, RecipeSpec, Sweep
 
 RECIPE = RecipeSpec(
     title="float8 training (torchao) against bf16, both compiled",
@@ -14,5 +14,13 @@ RECIPE = RecipeSpec(
     # float8 pays where the matmuls are large (torchao's docs: from about 4,096 on each side, with the
     # tokens of a batch as the third): four blocks 4,096 wide, 8 x 1,024 tokens a step
     defaults={"gpt": {"cuda": {"batch_size": 8, "layers": 4, "heads": 32, "width": 4096}}},
+    # `make sweep-float8`: the width decides it (each matmul is tokens x width x width or 4 x width), from
+    # GPT-2 small's 768, where torchao's tables put float8 below bf16, to 6,144
+    sweep=Sweep(
+        pair="gpt",
+        flag="--width",
+        knob="model width",
+        values={"cuda": [768, 1536, 2048, 3072, 4096, 6144], "cpu": [64, 128], "smoke": [32, 64]},
+    ),
     frozen=("gpt",),  # tests/integration/test_frozen.py: its planted frozen twin fails parity
 )
