@@ -14,8 +14,10 @@ BACKENDS = {
 }
 # words in the GPU kernels' names of each backend: FlashAttention-2's, CUTLASS's fmha, cuDNN's SDPA graphs
 KERNEL_WORDS = ("flash_fwd", "flash_bwd", "fmha", "attention", "sdpa")
-SOFTMAX = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
-MATMULS = ("aten::bmm", "aten::baddbmm")  # batched: a Linear on a 3-D input is aten::matmul too
+# attention by hand: softmax's own op over scores whose last two sides are equal (T x T, from the ops' recorded
+# shapes) in a step with batched matmuls; SDPA's unfused path calls _safe_softmax instead, so a fused call is never
+# counted as by hand, and a classifier's softmax (batch x classes) is not square
+SOFTMAX_OP, MATMULS, MIN_T = "aten::_softmax", ("aten::bmm", "aten::baddbmm"), 16
 # FlexAttention: Inductor names its kernels for the operator (triton_tem_fused_flex_attention_0, and _backward_);
 # uncompiled, its eager reference runs as an autograd Function of that name
 FLEX_WORD = "flex_attention"
@@ -35,8 +37,20 @@ def reading(events) -> str | None:
         return FLEX_UNCOMPILED
     backends = [words for op, words in BACKENDS.items() if op in ops]
     if not backends:
-        return BY_HAND if ops & set(SOFTMAX) and ops & set(MATMULS) else None
+        return BY_HAND if by_hand([e for e in events if e.get("cat") == "cpu_op"])[0] else None
     return " and ".join(backends) + _named(_kernels(events, KERNEL_WORDS))
+
+
+def by_hand(ops) -> tuple[int, int | None]:
+    """(softmaxes over T x T scores, the largest T) among ops that hold batched matmuls; (0, None) where none."""
+    if not any(e.get("name") in MATMULS for e in ops):
+        return 0, None
+    sides = []
+    for e in ops:
+        dims = ((e.get("args") or {}).get("Input Dims") or [[]])[0]
+        if e.get("name") == SOFTMAX_OP and len(dims) >= 3 and dims[-1] == dims[-2] >= MIN_T:
+            sides.append(dims[-1])
+    return len(sides), max(sides, default=None)
 
 
 def _kernels(events, words) -> list[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from common.analysis import attention
 from common.analysis.results_doctor import LoaderSettings, OpsSeen
 from common.measure.profiling import read_trace
 
@@ -16,9 +17,6 @@ CLOSURE = "doctor: optimizer closure"  # common.measure.observer's range around 
 # the ops each matmul or convolution goes through once autocast has cast its inputs
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm")
 CONV_OPS = ("aten::convolution",)
-# attention by hand: softmax's own op over scores whose last two sides are equal (T x T) in a step with batched
-# matmuls; SDPA's unfused path calls _safe_softmax instead, so a fused call is never counted as by hand
-SOFTMAX_OP, BATCHED_MATMULS, MIN_T = "aten::_softmax", ("aten::bmm", "aten::baddbmm"), 16
 DTYPES = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16", "double": "float64"}
 
 
@@ -104,11 +102,5 @@ def read(trace_path: Path) -> OpsSeen:
 
 def _hand_attention(ops, n: int) -> tuple[float | None, int | None]:
     """(softmaxes per step over T x T scores between batched matmuls, the largest T), or (None, None)."""
-    if not any(e["name"] in BATCHED_MATMULS for e in ops):
-        return None, None
-    sides = []
-    for e in ops:
-        dims = (e.get("args", {}).get("Input Dims") or [[]])[0]
-        if e["name"] == SOFTMAX_OP and len(dims) >= 3 and dims[-1] == dims[-2] >= MIN_T:
-            sides.append(dims[-1])
-    return (len(sides) / n, max(sides)) if sides else (None, None)
+    count, side = attention.by_hand(ops)
+    return (count / n, side) if count else (None, None)

@@ -418,3 +418,16 @@ def test_the_cache_pair_loads_what_its_priming_process_saved_and_reports_its_col
     md = (reports / "cold_start.md").read_text()
     assert "**Time to first step: " in md and "- Cold start, from each process's start (forked" in md
     assert "- Break-even: " in md and "- Compiled artefacts (fast twin): " in md and "not a cold start" in md
+
+
+@pytest.mark.recipe("attention")
+def test_the_attention_report_names_each_twins_attention_from_its_trace(smoke_run):
+    """Read from the profiled steps (common.analysis.attention): the hand-written twin's softmax over T x T
+    scores between batched matmuls, the fused twin's SDPA backend; peak memory leads the report."""
+    from common.analysis import attention
+
+    proc, reports = smoke_run("attention")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    md = (reports / "attention.md").read_text()
+    assert f"- Attention (slow): {attention.BY_HAND}" in md
+    assert "- Attention (fast): the CPU's fused flash kernel" in md

@@ -9,8 +9,8 @@ import pytest
 from common.analysis import attention
 
 
-def op(name):
-    return {"cat": "cpu_op", "name": name, "dur": 10}
+def op(name, *dims):
+    return {"cat": "cpu_op", "name": name, "dur": 10, "args": {"Input Dims": list(dims)}}
 
 
 def kernel(name, dur=100):
@@ -49,10 +49,15 @@ def test_each_backend_is_named_by_its_op_and_its_kernels(device):
     assert attention.reading(events) == words
 
 
-def test_a_softmax_between_matmuls_is_attention_by_hand_and_a_step_without_either_has_none():
-    assert attention.reading([op("aten::bmm"), op("aten::softmax"), op("aten::masked_fill")]) == attention.BY_HAND
-    assert attention.reading([op("aten::convolution"), op("aten::_log_softmax"), GEMM]) is None
-    assert attention.reading([op("aten::softmax"), op("aten::addmm")]) is None  # a classifier's softmax alone
+def test_a_softmax_over_t_by_t_scores_between_matmuls_is_attention_by_hand_and_nothing_else_is():
+    scores = [8, 4, 64, 64]  # batch x heads x T x T
+    by_hand = [op("aten::bmm"), op("aten::softmax", scores), op("aten::_softmax", scores), op("aten::masked_fill")]
+    assert attention.reading(by_hand) == attention.BY_HAND
+    assert attention.by_hand(by_hand) == (1, 64)  # softmax's own op counted once, not its wrapper too
+    assert attention.reading([op("aten::convolution"), op("aten::_log_softmax", [8, 10]), GEMM]) is None
+    assert attention.reading([op("aten::_softmax", [8, 10]), op("aten::addmm")]) is None  # a classifier's softmax
+    # a classifier's softmax in a step with batched matmuls is not square: not attention
+    assert attention.reading([op("aten::bmm"), op("aten::_softmax", [8, 10])]) is None
 
 
 def test_flexattention_is_named_by_the_kernels_inductor_generated_or_as_its_uncompiled_reference():
