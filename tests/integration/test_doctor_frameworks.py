@@ -261,6 +261,7 @@ def test_the_doctor_on_a_nanogpt_style_script_in_its_own_folder(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     md = _report(tmp_path / "r")
     assert f"in `{folder}`" in md
+    assert "fused attention" not in md  # its attention is SDPA's (tests/plain/gpt_by_hand.py: the other branch)
     obs = _observation(tmp_path / "r")
     assert list(obs["sync_lines"]) == [f"train.py:{_line(folder / 'train.py', 'lossf = loss.item()')}"]
     print(next(line for line in proc.stdout.splitlines() if line.startswith("Headline:")))
