@@ -291,3 +291,19 @@ def test_a_rung_throughput_has_an_interval_over_processes():
 
     lo, hi = stats.level_interval([1000.0, 1100.0, 1050.0])
     assert lo < 1048 < hi and stats.level_interval([1000.0]) is None
+
+
+def test_the_gpt_target_is_llm_c_s_rate_of_model_flops_for_the_gpus_class():
+    import types
+
+    def rows(gpu, tokens_s, per_token=5e8):
+        env = types.SimpleNamespace(gpu_name=gpu)
+        agg = types.SimpleNamespace(throughput_per_s=tokens_s, extra={"flops_per_token": {"total": per_token}}, env=env)
+        return [types.SimpleNamespace(aggregate=agg)]
+
+    judge = ladder.LADDERS["gpt"].judge
+    assert round(ladder.GPT_TFLOPS["H100"]) == 396 and round(ladder.GPT_TFLOPS["A100"]) == 198
+    assert judge(rows("NVIDIA H200", 800_000)) == [
+        "  - last rung: 800,000 tokens/s, 400 TFLOP/s of model FLOPs: met"]
+    assert judge(rows("NVIDIA A100-SXM4-80GB", 200_000))[0].endswith("missed (1.98x short of llm.c's 198 on an A100)")
+    assert judge(rows("Tesla T4", 20_000))[0].endswith("no published figure for Tesla T4; not judged")
