@@ -130,6 +130,10 @@ def check(name: str, spec, pairs: list[str]) -> "RecipeSpec":
         bad("title", "is empty")
     if not isinstance(spec.parity, (LossParity, AnswerParity)):
         bad("parity", "is neither LossParity nor AnswerParity")
+    for pair, rule in {None: spec.parity, **spec.parity_by_pair}.items():
+        where_rule = "parity" if pair is None else f"parity_by_pair[{pair!r}]"
+        if isinstance(rule, LossParity) and set(rule.expect or ()) - set(rule.same or ()):
+            bad(f"{where_rule}.expect", f"names {sorted(set(rule.expect) - set(rule.same or ()))}, not in its same")
     if spec.main is not None and spec.main not in pairs:
         bad("main", f"{spec.main!r} is none of its pairs ({', '.join(pairs)})")
     if spec.main is None and len(pairs) > 1:

@@ -1,9 +1,11 @@
 """One small function per technique: a ladder script switches each on at its rung (ladder.switches)."""
 import contextlib
+import sys
 
 import torch
 
 from common.measure import device as device_profile
+from common.measure import tf32
 
 
 def apply_channels_last(model: torch.nn.Module) -> torch.nn.Module:
@@ -51,8 +53,18 @@ def attention_by_hand(q, k, v):
 
 
 def apply_tf32(on: bool) -> None:
-    """fp32 matmuls on TF32 tensor cores (sm_80+): fp32's range, a 10-bit mantissa."""
-    torch.backends.cuda.matmul.fp32_precision = "tf32" if on else "ieee"
+    """fp32 matmuls on TF32 tensor cores (sm_80+): fp32's range, a 10-bit mantissa. Set through both of torch's
+    APIs (common.measure.tf32): with the new one alone, Inductor's reads of the old one would raise."""
+    tf32.set_tf32(on)
+
+
+def graphs_compiled() -> int:
+    """The graphs Dynamo has captured in this process (0 before any compiled call has run)."""
+    if "torch._dynamo" not in sys.modules:
+        return 0
+    from torch._dynamo.utils import counters
+
+    return counters["stats"].get("unique_graphs", 0)
 
 
 def compile_blocks(blocks) -> None:

@@ -15,9 +15,10 @@ BACKENDS = {
 # words in the GPU kernels' names of each backend: FlashAttention-2's, CUTLASS's fmha, cuDNN's SDPA graphs
 KERNEL_WORDS = ("flash_fwd", "flash_bwd", "fmha", "attention", "sdpa")
 # attention by hand: softmax's own op over scores whose last two sides are equal (T x T, from the ops' recorded
-# shapes) in a step with batched matmuls; SDPA's unfused path calls _safe_softmax instead, so a fused call is never
-# counted as by hand, and a classifier's softmax (batch x classes) is not square
+# shapes) in a step with batched matmuls; a classifier's softmax (batch x classes) is not square. SDPA's math
+# fallback calls _softmax too, from inside its own ops: those are SDPA's, not attention by hand
 SOFTMAX_OP, MATMULS, MIN_T = "aten::_softmax", ("aten::bmm", "aten::baddbmm"), 16
+SDPA_MATH = ("aten::_scaled_dot_product_attention_math", "aten::_safe_softmax")
 # FlexAttention: Inductor names its kernels for the operator (triton_tem_fused_flex_attention_0, and _backward_);
 # uncompiled, its eager reference runs as an autograd Function of that name
 FLEX_WORD = "flex_attention"
@@ -45,11 +46,13 @@ def by_hand(ops) -> tuple[int, int | None]:
     """(softmaxes over T x T scores, the largest T) among ops that hold batched matmuls; (0, None) where none."""
     if not any(e.get("name") in MATMULS for e in ops):
         return 0, None
+    sdpa = [(e.get("ts", 0), e.get("ts", 0) + e.get("dur", 0)) for e in ops if e.get("name") in SDPA_MATH]
     sides = []
     for e in ops:
         dims = ((e.get("args") or {}).get("Input Dims") or [[]])[0]
         if e.get("name") == SOFTMAX_OP and len(dims) >= 3 and dims[-1] == dims[-2] >= MIN_T:
-            sides.append(dims[-1])
+            if not any(start <= e.get("ts", 0) < end for start, end in sdpa):
+                sides.append(dims[-1])
     return len(sides), max(sides, default=None)
 
 

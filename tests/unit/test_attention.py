@@ -71,3 +71,16 @@ def test_flexattention_is_named_by_the_kernels_inductor_generated_or_as_its_unco
     # uncompiled, its reference computes a softmax between matmuls, yet it is FlexAttention, not attention by hand
     eager = [op("FlexAttentionAutogradOp"), op("aten::bmm"), op("aten::_softmax"), op("aten::mm")]
     assert attention.reading(eager) == attention.FLEX_UNCOMPILED
+
+
+def test_sdpas_math_fallback_is_not_attention_by_hand():
+    """_safe_softmax (SDPA's math path, torch 2.11) calls _softmax over the T x T scores: inside SDPA's span it
+    is SDPA's (a float64 step, sdpa_kernel(MATH), a mask a fused kernel refuses), not attention to rewrite."""
+    scores = [8, 4, 64, 64]
+    inside = [dict(op("aten::_scaled_dot_product_attention_math"), ts=100, dur=50),
+              dict(op("aten::_safe_softmax", scores), ts=110, dur=20),
+              dict(op("aten::_softmax", scores), ts=112, dur=10),
+              dict(op("aten::bmm"), ts=105, dur=3)]
+    assert attention.by_hand(inside) == (0, None)
+    outside = [*inside, dict(op("aten::_softmax", scores), ts=300, dur=10)]  # and a hand-written one later
+    assert attention.by_hand(outside) == (1, 64)

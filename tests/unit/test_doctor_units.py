@@ -64,12 +64,18 @@ def test_attention_by_hand_is_a_softmax_over_t_by_t_scores_between_batched_matmu
     def fused():
         torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
 
+    def math():  # SDPA's unfused fallback (float64, a mask no fused kernel takes): its _softmax is SDPA's
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.MATH):
+            torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).sum().backward()
+
     def classifier():  # batched matmuls, then a softmax over (batch, classes): no T x T scores, no attention
         (torch.softmax((q @ q.transpose(-2, -1)).flatten(1) @ torch.ones(4096, 10), dim=-1)).sum().backward()
 
     seen = settings.read(_traced(tmp_path, by_hand))
     assert (seen.hand_attention, seen.hand_attention_t) == (1.0, 32)
-    for step in (fused, classifier):
+    for step in (fused, math, classifier):
         seen = settings.read(_traced(tmp_path, step))
         assert (seen.hand_attention, seen.hand_attention_t) == (None, None), step.__name__
     gains = doctor.read(_observation(data=0.01, forward=0.95, ops=OpsSeen(

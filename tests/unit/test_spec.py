@@ -29,6 +29,8 @@ def test_every_recipe_exports_a_spec_that_checks():
     ({"goals": {"A100": {}}}, "RECIPE.goals names the GPU class 'A100', none of H100, T4"),
     ({"goals": {"T4": {"resnet18": {"min_speed": 2}}}}, "RECIPE.goals['T4']['resnet18'] has keys ['min_speed']"),
     ({"cures": {"disk": 1}}, "RECIPE.cures names ['disk']"),
+    ({"parity_by_pair": {"gpt": spec.LossParity("loss", 3, 0.02, 5, 0.03, expect={"causal": True})}},
+     "RECIPE.parity_by_pair['gpt'].expect names ['causal'], not in its same"),
 ])
 def test_a_wrong_field_is_one_line_naming_the_recipe_and_the_field(change, words):
     import dataclasses
