@@ -33,7 +33,7 @@ def _plot(summary: LadderSummary) -> bytes:
 
 
 def _figure(summary: LadderSummary):
-    """Throughput per rung on a log axis (samples/s below, the speedup over rung 0 above, in x), each
+    """Throughput per rung on a log axis (samples/s, a GPT's tokens/s, below; the speedup over rung 0 above), each
     bar labelled with its cumulative speedup."""
     plt = plots.pyplot()
 
@@ -48,7 +48,8 @@ def _figure(summary: LadderSummary):
     for y, r in enumerate(rows):
         if r.cumulative:
             ax.text(values[y] * 1.06, y, f"{r.cumulative:.1f}x", va="center", fontsize=8)
-    ax.set_xlabel("samples per second (log scale); bar labels: cumulative speedup over rung 0")
+    sample = next((r.aggregate.config.sample for r in rows if r.aggregate.config), None) or "sample"
+    ax.set_xlabel(f"{sample}s per second (log scale); bar labels: cumulative speedup over rung 0")
     base = next((r.aggregate.throughput_per_s for r in rows if r.index == 0), None)
     if base:
         top = ax.secondary_xaxis("top", functions=(lambda x: x / base, lambda x: x * base))
@@ -100,7 +101,8 @@ def render(summary: LadderSummary, reports_dir: Path) -> list[Path]:
     lines += _targets(summary) + [""]
     cols = [metrics.get(k) for k in ("step_ms", "p99_ms", "peak_mb", "syncs_per_step", "kernels_per_step", "tflops",
                                      "mfu")]
-    lines += ["| rung | adds | batch | samples/s (95% interval) | " + " | ".join(m.column() for m in cols)
+    unit = next((r.aggregate.config.rate for r in rows if r.aggregate.config), "samples/s")  # a GPT's tokens/s
+    lines += [f"| rung | adds | batch | {unit} (95% interval) | " + " | ".join(m.column() for m in cols)
               + " | at the roofline | cumulative | incremental (95% interval) | parity |",
               "|---:|---|---:|---:|" + "---:|" * len(cols) + "---:|---:|---:|---|"]
     for r in summary.rungs:
@@ -117,7 +119,7 @@ def render(summary: LadderSummary, reports_dir: Path) -> list[Path]:
                      + " | ".join(m.text(a) for m in cols) + f" | {_roof(a)}"
                      + f" | {fmt(r.cumulative, '.2f')}{'' if r.cumulative is None else 'x'} | "
                      f"{_incremental(r.incremental)} | {ptxt} |")
-    lines += ["", "Speedups are throughput ratios (samples/s at the median of the per-process figures, each the timed "
+    lines += ["", f"Speedups are throughput ratios ({unit} at the median of the per-process figures, each the timed "
                   "stretch's time over its steps); the "
                   f"incremental one is against the rung below, with a {stats.METHOD} on time per sample: '(n.s.)' "
                   "where it includes 1, **slower** where the rung lost speed. TFLOP/s from FlopCounterMode's count "

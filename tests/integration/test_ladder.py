@@ -47,6 +47,7 @@ def test_every_rung_runs_and_passes_parity_against_the_naive_one(climbed):
     assert rungs[0].parity is None and all(r.parity.ok for r in rungs[1:])
     md = (reports / f"ladder_{CLIMBED}.md").read_text()
     assert md.count("| ok") == len(rungs) - 1 and "not a GPU result" in md and "Not checked" in md
+    assert "| samples/s (95% interval) |" in md  # the workload's own unit (a GPT's ladder says tokens/s)
     assert "| at the roofline |" in md and md.count(" ms (") >= len(rungs)  # each rung's distance to the limit
     assert all(f"(`{i}`)" in md for i in spec.ids)
 
