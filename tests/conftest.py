@@ -72,6 +72,21 @@ def zygote(isolated_data, tmp_path_factory):
     proc.wait(timeout=30)
 
 
+@pytest.fixture
+def dynamo_counters_kept():
+    """For a test that compiles in the worker's own process: Dynamo's counters (graphs captured, breaks) are
+    the process's, and the harness's compile record reads them, so a later in-process run of the same worker
+    would count this test's graphs as its own. Put back as they were."""
+    import copy
+
+    from torch._dynamo.utils import counters
+
+    saved = copy.deepcopy(counters)
+    yield
+    counters.clear()
+    counters.update(saved)
+
+
 def run_module(*args, timeout=600, env=None):
     return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **env} if env else None)

@@ -166,7 +166,7 @@ def test_each_resnet18_technique_makes_its_declared_change():
                 assert f"def {WHERE[key]}(" in recipe_tests, (rs.id, key)
 
 
-def test_each_gpt_technique_makes_its_declared_change():
+def test_each_gpt_technique_makes_its_declared_change(dynamo_counters_kept):
     """In this process, on a CPU: the GPT ladder's techniques, each against the rung below. Its climb compiles a
     GPT (a minute of a CPU), so it is checked as units; `make ladder` climbs it (ladder/gpt_training.py)."""
     import types

@@ -26,7 +26,7 @@ def test_the_tiles_a_sliding_window_lists_are_counted_cut_to_the_sequence():
     assert flex_flops.tile_flops(q, v, dense.as_tuple()) == B * H * 2 * T * T * (D + D)
 
 
-def test_a_counted_step_counts_flexattention_by_its_tiles_and_not_its_reference_matmuls():
+def test_a_counted_step_counts_flexattention_by_its_tiles_and_not_its_reference_matmuls(dynamo_counters_kept):
     mask = create_block_mask(near, None, None, T, T, device="cpu")
     q, k, v = (torch.randn(B, H, T, D, requires_grad=True) for _ in range(3))
     with rig.flex_trains_here():
@@ -40,7 +40,8 @@ def test_a_counted_step_counts_flexattention_by_its_tiles_and_not_its_reference_
     assert q.grad is not None and k.grad.abs().sum() > 0  # it trained
 
 
-def test_the_counted_reference_in_slices_of_queries_gives_the_whole_ones_outputs_and_gradients(monkeypatch):
+def test_the_counted_reference_in_slices_of_queries_gives_the_whole_ones_outputs_and_gradients(monkeypatch,
+                                                                                             dynamo_counters_kept):
     """On a GPU with little memory left the counted step runs FlexAttention's reference a slice of queries at
     a time (flex_flops.rows_that_fit), each slice's mask told where its rows start: the same numbers."""
     mask = create_block_mask(near, None, None, T, T, device="cpu")
