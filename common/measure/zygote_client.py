@@ -23,17 +23,24 @@ def main() -> int:
     sock.connect(os.environ[ZYGOTE_ENV])
     request = {"module": module, "argv": argv, "cwd": os.getcwd(), "env": dict(os.environ),
                "cpus": sorted(os.sched_getaffinity(0)), "tied": True}
-    socket.send_fds(sock, [json.dumps(request).encode()], [1])
-    pid = int(sock.recv(64))
+    child, early = [], []  # the child's pid once the zygote says it; the signals that came before
 
     def forward(sig, _frame):
+        if not child:
+            early.append(sig)
+            return
         try:
-            os.kill(pid, sig)
+            os.kill(child[0], sig)
         except ProcessLookupError:
             pass
 
+    # before the request: the child may run (and be signalled through this process) before its pid arrives
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
+    socket.send_fds(sock, [json.dumps(request).encode()], [1])
+    child.append(int(sock.recv(64)))
+    for sig in early:
+        forward(sig, None)
     said = sock.recv(64)  # the child's status; nothing if it was killed
     return int(said) if said else 128 + signal.SIGKILL
 
