@@ -433,3 +433,5 @@ def test_the_attention_report_names_each_twins_attention_from_its_trace(smoke_ru
     md = (reports / "attention.md").read_text()
     assert f"- Attention (slow): {attention.BY_HAND}" in md
     assert "- Attention (fast): the CPU's fused flash kernel" in md
+    verdict = next(line for line in md.splitlines() if line.startswith("**") and "x" in line.split(";")[0])
+    assert "; peak memory " in verdict and " MB (" in verdict  # the memory change, in the verdict's line
