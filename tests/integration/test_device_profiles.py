@@ -412,7 +412,8 @@ def test_a_loss_scale_that_never_settles_fails_parity(skipped):
     assert not par.ok and "never settles" in parity_failure(par)
 
 
-@pytest.mark.parametrize("workload, sizes", [("churn", ()), ("resnet18", ("--image-size", "32", "--batch-size", "2"))])
+@pytest.mark.parametrize("workload, sizes", [("churn", ()), ("resnet18", ("--image-size", "32", "--batch-size", "2")),
+                                             ("gpt", ())])
 def test_the_amp_pairs_as_a_t4_runs_them_fp16_with_a_grad_scaler(tmp_path, workload, sizes):
     """The branch the seeds' GPU takes, which no bf16 machine runs: fp16 autocast, GradScaler (its inf
     check a host sync per step), its first updates skipped while the scale calibrates, parity kept.

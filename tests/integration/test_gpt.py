@@ -59,10 +59,12 @@ def test_the_fused_twin_passes_parity_and_one_that_sees_the_future_fails_it(twin
     assert parity_failure(parity(*both, rule)) == "both twins' models have `causal` False, not True"
 
 
-def test_a_t4_trains_the_gpt_in_fp32(tmp_path):
+@pytest.mark.parametrize("module", ["recipes.attention.gpt_fast", "recipes.flex_attention.gpt_fast"])
+def test_a_t4_trains_the_gpt_in_fp32(tmp_path, module):
     """The twins' `enabled=run.profile.amp_dtype == "bfloat16"`: a T4 (sm_75) has no bf16, so its matmuls
-    stay fp32 and no GradScaler is needed (a CPU and an sm_80+ GPU autocast them to bf16)."""
-    outcome = launch.child(["-m", "recipes.attention.gpt_fast"], ["--device", "cpu", "--smoke", "--data", "synthetic"],
+    stay fp32 and no GradScaler is needed (a CPU and an sm_80+ GPU autocast them to bf16). FlexAttention's
+    twin too, which a T4 runs (Triton, sm_75) and a CPU does not (common.measure.rig stands in)."""
+    outcome = launch.child(["-m", module], ["--device", "cpu", "--smoke", "--data", "synthetic"],
                            tmp_path / "t4.json", cwd=REPO, timeout=300, extra_env={"COOKBOOK_DEVICE_PROFILE": "T4"})
     assert outcome.kind == "ok", "\n".join(outcome.tail)
     dtypes = {o.dtype for o in outcome.result.evidence.roofline.ops if "mm" in o.name}

@@ -208,9 +208,18 @@ def test_each_gpt_technique_makes_its_declared_change(dynamo_counters_kept):
     finally:
         tf32.set_tf32(saved[0])
     net = gpt.GPT(65, 16, 2, 2, 16)
-    run = types.SimpleNamespace(device=torch.device("cpu"), profile=device.cpu("test"))
-    with techniques.autocast(run, True):
-        assert (net(torch.randint(65, (1, 16))).dtype != torch.float32) == declared["autocast_16bit"]
+    for profile in (device.cpu("test"), device.SIMULATED["T4"]):  # bf16 here; fp16 and a loss scale on a T4
+        run = types.SimpleNamespace(device=torch.device("cpu"), profile=profile)
+        with techniques.autocast(run, True):
+            logits = net(torch.randint(65, (1, 16)))
+        assert (logits.dtype != torch.float32) == declared["autocast_16bit"]
+        assert str(logits.dtype) == f"torch.{profile.amp_dtype}"
+        assert techniques.grad_scaler(run, enabled=True).is_enabled() == (profile.amp_dtype == "float16")
+    # what each GPU class climbs: no TF32 below sm_80, no Inductor below sm_70 (common.analysis.device)
+    assert ladder.skipped("gpt", device.SIMULATED["T4"]).keys() == {"tf32"}
+    assert ladder.skipped("gpt", device.SIMULATED["P100"]).keys() == {"tf32", "compile"}
+    assert ladder.skipped("gpt", device.SIMULATED["H100"]) == {}
+    assert ladder.skipped("gpt", device.cpu("test")).keys() == {"tf32"}
     before = techniques.graphs_compiled()
     techniques.compile_blocks(net.blocks)  # compiles lazily: nothing is captured until a block runs
     assert techniques.graphs_compiled() == before

@@ -66,3 +66,21 @@ def test_the_counted_reference_in_slices_of_queries_gives_the_whole_ones_outputs
     assert flex_flops.rows_that_fit(torch.zeros(B, H, T, D), torch.zeros(B, H, T, D)) == 64
     monkeypatch.setattr(flex_flops, "ROWS", None)
     assert flex_flops.rows_that_fit(torch.zeros(B, H, T, D), torch.zeros(B, H, T, D)) == T  # a CPU: all at once
+
+
+def test_on_a_gpu_a_slice_holds_the_queries_half_the_free_memory_can_take(monkeypatch):
+    """rows_that_fit's CUDA branch, on a stand-in query of the pair's CUDA sizes (batch 2, 12 heads, 4,096 tokens):
+    a T4 with 3 GB free, 1 GB of it cached by the allocator, and an H100 with 60 GB free."""
+    import types
+
+    def on_gpu(free_gb, cached_gb):
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (free_gb * 2**30, 16 * 2**30))
+        monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device: (cached_gb + 5) * 2**30)
+        monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: 5 * 2**30)
+        q = types.SimpleNamespace(device=torch.device("cuda", 0), size=lambda d=None: (2, 12, 4096, 64)[d])
+        return flex_flops.rows_that_fit(q, q)
+
+    per_row = flex_flops.REFERENCE_BYTES * 2 * 12 * 4096
+    assert on_gpu(3, 1) == 4 * 2**30 // 2 // per_row == 606  # the allocator's cache counts as free
+    assert on_gpu(60, 0) == 60 * 2**30 // 2 // per_row >= 4096  # an H100 takes the whole sequence at once
+    assert on_gpu(0, 0) == 1  # a full device still makes progress, a row at a time
