@@ -1,11 +1,10 @@
 """One small function per technique: a ladder script switches each on at its rung (ladder.switches)."""
 import contextlib
-import sys
 
 import torch
 
 from common.measure import device as device_profile
-from common.measure import tf32
+from common.measure import stages, tf32
 
 
 def apply_channels_last(model: torch.nn.Module) -> torch.nn.Module:
@@ -30,18 +29,16 @@ def grad_scaler(run, enabled: bool) -> torch.amp.GradScaler:
     return torch.amp.GradScaler(run.device.type, enabled=enabled and run.profile.grad_scaler)
 
 
-def adam(params, device: torch.device, fused: bool, lr: float) -> torch.optim.Optimizer:
+def adam(params, device: torch.device, fused: bool, lr: float, kind=torch.optim.Adam) -> torch.optim.Optimizer:
+    """Adam (or AdamW: `kind`) as its rung has it."""
     if fused:  # one kernel for every parameter on CUDA; foreach (a few multi-tensor ops) on CPU
         cuda = device.type == "cuda"
-        return torch.optim.Adam(params, lr=lr, fused=cuda, foreach=not cuda)
-    return torch.optim.Adam(params, lr=lr)  # the default: foreach on CUDA, one op per tensor on CPU
+        return kind(params, lr=lr, fused=cuda, foreach=not cuda)
+    return kind(params, lr=lr)  # the default: foreach on CUDA, one op per tensor on CPU
 
 
 def adamw(params, device: torch.device, fused: bool, lr: float) -> torch.optim.Optimizer:
-    if fused:  # one kernel for every parameter on CUDA; foreach (a few multi-tensor ops) on CPU
-        cuda = device.type == "cuda"
-        return torch.optim.AdamW(params, lr=lr, fused=cuda, foreach=not cuda)
-    return torch.optim.AdamW(params, lr=lr)  # the default: foreach on CUDA, one op per tensor on CPU
+    return adam(params, device, fused, lr, kind=torch.optim.AdamW)
 
 
 def attention_by_hand(q, k, v):
@@ -60,11 +57,8 @@ def apply_tf32(on: bool) -> None:
 
 def graphs_compiled() -> int:
     """The graphs Dynamo has captured in this process (0 before any compiled call has run)."""
-    if "torch._dynamo" not in sys.modules:
-        return 0
-    from torch._dynamo.utils import counters
-
-    return counters["stats"].get("unique_graphs", 0)
+    compiled = stages.compile_stats()
+    return compiled.graphs if compiled else 0
 
 
 def compile_blocks(blocks) -> None:

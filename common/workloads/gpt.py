@@ -177,17 +177,6 @@ def _uncompiled():
     return torch.compiler.set_stance("force_eager")
 
 
-def _two_windows(net: GPT):
-    """Two windows of random tokens (a generator of its own: the run's random stream is untouched) that
-    share their first half, at most 256 tokens long."""
-    T, device = min(net.positions.num_embeddings, 256), net.positions.weight.device
-    g = torch.Generator(device=device).manual_seed(0)
-    first = torch.randint(net.tokens.num_embeddings, (1, T), generator=g, device=device)
-    second = first.clone()
-    second[:, T // 2:] = torch.randint(net.tokens.num_embeddings, (1, T - T // 2), generator=g, device=device)
-    return first, second
-
-
 def causal(net: GPT) -> bool:
     """Does each position's output ignore the tokens after it? Two windows that share their first half:
     a causal model's logits over that half do not move (to rounding), while one whose attention sees
@@ -195,8 +184,11 @@ def causal(net: GPT) -> bool:
     after hundreds of steps, when the model has learnt to read the next token. On the initial weights,
     with a generator of its own: the run's random stream is untouched. 256 tokens at most: causality shows at
     any length, and a hand-written attention at 8,192 would need gigabytes for its scores here."""
-    first, second = _two_windows(net)
-    half = first.size(1) // 2
+    T, device = min(net.positions.num_embeddings, 256), net.positions.weight.device
+    g = torch.Generator(device=device).manual_seed(0)
+    first = torch.randint(net.tokens.num_embeddings, (1, T), generator=g, device=device)
+    second, half = first.clone(), T // 2
+    second[:, half:] = torch.randint(net.tokens.num_embeddings, (1, T - half), generator=g, device=device)
     with torch.no_grad(), _uncompiled():
         moved = (net(first) - net(second)).abs()
     return bool(moved[:, :half].max() <= 1e-4 * moved[:, half:].max())
