@@ -26,7 +26,7 @@ def doctor(tmp_path, script, *flags, script_args=(), ok=True):
 
 
 def headline(proc) -> str:
-    """The headline's diagnosis (a busy machine's first words aside: tests_helpers.headline_of)."""
+    """The headline's diagnosis (what a busy machine adds before and after it aside: tests_helpers.headline_of)."""
     return headline_of(proc.stdout)
 
 

@@ -114,6 +114,18 @@ def test_time_outside_the_phases_is_a_finding_when_it_is_large():
     assert doctor.rest_finding(_observation(data=0.1, forward=0.85)) is None
 
 
+def test_a_headline_over_uneven_steps_says_its_shares_are_unsure_and_why():
+    from common.analysis import stats
+
+    steady = _observation(data=0.1, forward=0.3)
+    assert "varied by CV" not in doctor.read(steady).headline
+    uneven = _observation(data=0.1, forward=0.3)
+    uneven.result.timing.summary = stats.summarize([1.0, 19.0] * 10, 20)  # CV 0.9, mean 10 ms as before
+    said = doctor.read(uneven).headline
+    assert said.startswith("60% of the step") and "(CPU run); but its step times varied by CV 9" in said
+    assert said.endswith("(loader stalls, work every N steps)")
+
+
 def test_the_gains_come_from_the_settings_seen_and_say_when_they_are_gpu_gains():
     ops = OpsSeen(matmul_dtypes={"float32": 6.0}, conv_dtypes={"float32": 20.0}, conv_layouts={"NCHW": 20.0},
                   optimizer="for-loop", zero_grad="zeroes")
