@@ -18,7 +18,7 @@ def test_every_recipe_with_a_training_pair_has_its_planted_frozen_twin():
     # elsewhere: amp's stalled twin in tests/integration/test_parity.py (the same fault, at every size);
     # compile's beside its smoke run (tests/integration/test_recipes.py); ddp's in its run across two nodes
     # (tests/integration/test_nodes.py)
-    # cold_start's pairs compile the training step of compile's resnet18 pair and judge it by compile's rule
+    # cold_start's pairs compile the training step of compile's resnet18_fusion pair and judge it by compile's rule
     covered = {r for r, _ in FROZEN} | {"amp", "compile", "ddp", "cold_start"}
     assert training == covered | set(SAME_RULE_AS), training ^ (covered | set(SAME_RULE_AS))
     assert catalog.spec("cold_start").parity == catalog.spec("compile").parity

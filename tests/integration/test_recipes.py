@@ -203,7 +203,7 @@ def test_compile_pairs_pass_parity(smoke_run):
     proc, reports = smoke_run("compile")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     workloads = comparison_of(reports, "compile")["workloads"]
-    churn, resnet = workloads["churn_serving"]["parity"], workloads["resnet18"]["parity"]
+    churn, resnet = workloads["churn_serving"]["parity"], workloads["resnet18_fusion"]["parity"]
     assert churn["ok"] and churn["what"] == "churn probability per request"
     assert churn["max_abs"] <= 1e-4 and churn["answers_compared"] >= 64  # serving: the same function, compiled
     assert resnet["ok"] and resnet["what"] == "training loss"
@@ -214,11 +214,11 @@ def test_compile_pairs_pass_parity(smoke_run):
 @pytest.mark.recipe("compile")
 @NEEDS_CXX
 def test_a_planted_compiled_twin_whose_steps_update_nothing_fails_parity(tmp_path):
-    """tests/integration/test_parity.py's planted frozen twin, for compile: in the smoke run's worker, so that one
-    of the two compiles ResNet-18 and the other finds Inductor's cache."""
+    """tests/integration/test_parity.py's planted frozen twin, for compile: in the smoke run's worker, so that it
+    finds ResNet-18's compiled step in Inductor's cache."""
     from test_frozen import frozen_fails
 
-    frozen_fails(tmp_path, "compile", "resnet18")
+    frozen_fails(tmp_path, "compile", "resnet18_fusion")
 
 
 @pytest.mark.recipe("compile")
