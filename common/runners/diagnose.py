@@ -62,7 +62,8 @@ def main(argv=None) -> int:
     out_dir = launch.output_folder(reports, "diagnose", name)  # checked ...
     launch.make_folder(out_dir, reports)  # ... and created once every input has passed
     target = ["-m", workload_spec(args.workload).baseline] if args.workload else [str(Path(args.script).resolve())]
-    flags = ["--phase-timing", "--memory-dir", str(out_dir / "memory"),
+    # no learning probe: it serves parity between twins, and a diagnosis runs one script
+    flags = ["--phase-timing", "--probe-steps", "0", "--memory-dir", str(out_dir / "memory"),
              "--trace-dir", str(reports / "traces" / "diagnose" / name),
              "--device", args.device] + (["--smoke"] if args.smoke else [])
     flags += data + args.script_args
