@@ -59,4 +59,5 @@ def test_twins_of_one_throughput_whose_steps_come_in_bursts_are_not_called_diffe
     assert not any(b and b["period"] == 3 for b in entry["slow"]["bursts"]), entry["slow"]["bursts"]
     found = [b for b in entry["fast"]["bursts"] if b]
     assert any(b["period"] == 3 and b["cause"] == "the data pipeline" for b in found), found
-    assert "bursts: steps repeat a cycle of 3: " in proc.stdout
+    # the terminal says the first process's pattern, which the other worker's load may have bent into another shape
+    assert f"bursts: {found[0]['words']} ({len(found)} of 3 processes)" in proc.stdout
