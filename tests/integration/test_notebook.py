@@ -3,12 +3,23 @@
 a report not written fails. It is committed without outputs."""
 import os
 
-import nbformat
 import pytest
 
 from conftest import REPO
 
 NOTEBOOK = REPO / "notebooks" / "cookbook.ipynb"
+
+
+def nbformat():
+    """nbformat, imported where a test runs: its JSON schema's import costs 3.5 s, which every worker paid
+    collecting this module, where one runs its tests."""
+    import nbformat
+
+    return nbformat
+
+
+def read_notebook():
+    return nbformat().read(NOTEBOOK, as_version=4)
 
 
 def _execute(nb, cwd, timeout=900):
@@ -27,8 +38,8 @@ def _text(cell) -> str:
 
 
 def test_the_notebook_is_committed_without_outputs():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    nbformat.validate(nb)
+    nb = read_notebook()
+    nbformat().validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(c.outputs == [] and c.execution_count is None for c in code)
     assert nb.metadata["kernelspec"]["name"] == "python3"
@@ -72,7 +83,7 @@ def test_the_notebook_runs_top_to_bottom_on_a_cpu_on_the_users_own_script(tmp_pa
                              text=True).stdout
     scratch = [REPO / "notebooks" / "my_train.py", REPO / "notebooks" / "cookbook-reports.zip"]
     try:
-        nb = _execute(supplied(nbformat.read(NOTEBOOK, as_version=4), SCRIPT=str(script), ARGS="--steps 60"),
+        nb = _execute(supplied(read_notebook(), SCRIPT=str(script), ARGS="--steps 60"),
                       REPO / "notebooks")
     finally:
         found = {p.name: p.exists() for p in scratch}
@@ -99,7 +110,7 @@ def test_the_notebook_runs_top_to_bottom_on_a_cpu_on_the_users_own_script(tmp_pa
 
 
 def test_the_notebook_says_each_cells_time_and_leaves_the_developer_tools_out():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nb = read_notebook()
     text = "\n".join(c.source for c in nb.cells)
     assert "gpu-check" not in text and "@T" not in text
     for c in nb.cells:
@@ -111,7 +122,7 @@ def test_the_notebook_outside_a_clone_without_an_address_stops_in_one_line(tmp_p
     """No clone address is guessed: a notebook opened on its own asks for the repository to clone."""
     from nbclient.exceptions import CellExecutionError
 
-    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nb = read_notebook()
     nb.cells = [nb.cells[1]]
     with pytest.raises(CellExecutionError, match="not inside a clone of the cookbook: set REPO_URL"):
         _execute(nb, tmp_path, timeout=120)
@@ -126,8 +137,8 @@ def test_a_make_target_that_fails_stops_the_notebook(tmp_path):
     cannot pass unseen."""
     from nbclient.exceptions import CellExecutionError
 
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    nb.cells = [nb.cells[1], nbformat.v4.new_code_cell('sh(f"{MAKE} recipe-no-such-recipe")')]
+    nb = read_notebook()
+    nb.cells = [nb.cells[1], nbformat().v4.new_code_cell('sh(f"{MAKE} recipe-no-such-recipe")')]
     with pytest.raises(CellExecutionError, match="failed \\(exit status 2\\)"):
         _execute(nb, REPO / "notebooks", timeout=120)
     assert not os.path.exists(REPO / "notebooks" / "my_train.py")
