@@ -1,5 +1,6 @@
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -95,8 +96,65 @@ def dynamo_counters_kept():
 
 
 def run_module(*args, timeout=600, env=None):
+    """`python -m <args>` from the repository's root, as a user starts a runner: its status, output and errors.
+    Where the suite's zygote serves, forked from it as the runner's own children are (a process of its own,
+    its module run as __main__), without the interpreter's start and imports that each of the suite's few
+    hundred runners paid (about 0.3 s, and 0.5 s more for matplotlib where it draws a report)."""
+    full = {**os.environ, **env} if env else dict(os.environ)
+    zygote = full.get("COOKBOOK_ZYGOTE", "")
+    if zygote not in ("", "0") and os.path.exists(zygote):
+        try:
+            return forked(zygote, list(args), full, timeout)
+        except ConnectionError:
+            pass  # the zygote is gone: a fresh interpreter does the same
     return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **env} if env else None)
+                          env=full)
+
+
+def forked(zygote: str, args: list[str], env: dict, timeout: float, cwd=REPO) -> subprocess.CompletedProcess:
+    """The module run by a child of the zygote (common.measure.zygote's protocol, its output and its errors
+    on pipes of their own), as subprocess.run gives a process's."""
+    import json
+    import socket
+    import threading
+
+    pipes = [os.pipe(), os.pipe()]
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.connect(zygote)
+        request = {"module": args[0], "argv": args[1:], "cwd": str(cwd), "env": env, "cpus": [], "prepare_on": []}
+        socket.send_fds(sock, [json.dumps(request).encode()], [w for _, w in pipes])
+    except OSError as e:
+        sock.close()
+        for r, w in pipes:
+            os.close(r)
+            os.close(w)
+        raise ConnectionError(e) from e
+    for _, w in pipes:
+        os.close(w)
+    texts = ["", ""]
+
+    def drain(i):
+        with open(pipes[i][0], errors="replace") as f:
+            texts[i] = f.read()
+
+    readers = [threading.Thread(target=drain, args=(i,), daemon=True) for i in (0, 1)]
+    for t in readers:
+        t.start()
+    try:
+        pid = int(sock.recv(64))
+        sock.settimeout(timeout)
+        try:
+            said = sock.recv(64)
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            raise subprocess.TimeoutExpired([sys.executable, "-m", *args], timeout) from None
+    finally:
+        sock.close()
+    for t in readers:
+        t.join()
+    return subprocess.CompletedProcess([sys.executable, "-m", *args], int(said) if said else -signal.SIGKILL,
+                                       texts[0], texts[1])
 
 
 # A recipe's runs in the suite that leave torch.compile out, and why: float8's twins both compile a GPT,

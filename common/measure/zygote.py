@@ -7,13 +7,14 @@ dynamo's imports cost on a CPU (the suite starts a few hundred children).
 A forked child is still a process of its own: its own pid, memory, log, cores, working folder and
 environment, running its module as `python -m` would (its argv, `__main__`, the exception hook it
 installs, its exit status). The runners use it only where COOKBOOK_ZYGOTE names the socket
-(launch.child and launch.process; tests/conftest.py sets it), never for a tool that wraps python;
+(launch.child and launch.process; tests/conftest.py sets it, and forks the runners it starts from it
+too), never for a tool that wraps python;
 torchrun and its ranks are forked, each rank through a stand-in that torchrun starts (common.measure.zygote_client).
 
 Protocol (AF_UNIX, SOCK_SEQPACKET): the runner sends one JSON message {module, argv, cwd, env, cpus,
 prepare_on}
-with the file descriptor the child writes its output to; the child answers its pid, and its exit
-status when it ends (no status: it was killed).
+with the file descriptor the child writes its output to (or two: its output, then its errors); the
+child answers its pid, and its exit status when it ends (no status: it was killed).
 """
 import argparse
 import atexit
@@ -93,7 +94,7 @@ def _child(conn: socket.socket) -> None:
     timeline.FORKED = True  # the child's result says its torch was imported before it began
     code = 1
     try:
-        message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 1)
+        message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 2)  # its output, and its errors where apart
         request = json.loads(message)
         conn.send(str(os.getpid()).encode())
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGPIPE):
@@ -111,8 +112,9 @@ def _child(conn: socket.socket) -> None:
         if request.get("tied"):  # a torchrun rank's stand-in (zygote_client): this child ends with it
             threading.Thread(target=_end_with, args=(conn,), daemon=True).start()
         os.dup2(fds[0], 1)
-        os.dup2(fds[0], 2)
-        os.close(fds[0])
+        os.dup2(fds[-1], 2)
+        for fd in set(fds):
+            os.close(fd)
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
         sys.argv = [request["module"], *request["argv"]]

@@ -57,6 +57,18 @@ def test_an_uncaught_error_goes_through_the_exception_hook_the_child_set(tmp_pat
                                     "sys.exit(2))\nraise ValueError('x')\n") == (2, "one line\n")
 
 
+def test_a_runner_the_suite_starts_is_forked_with_its_errors_apart_from_its_output(tmp_path):
+    """conftest.run_module forks the runners too: a process of its own, its output and errors on pipes of their own."""
+    from conftest import forked as run_forked
+
+    if not os.environ.get("COOKBOOK_ZYGOTE"):
+        pytest.skip("the suite runs without its zygote (COOKBOOK_ZYGOTE=0)")
+    (tmp_path / "both.py").write_text("import sys\nfrom common.measure import timeline\nprint('out', timeline.FORKED)\n"
+                                      "print('err', file=sys.stderr)\nsys.exit(4)\n")
+    proc = run_forked(os.environ["COOKBOOK_ZYGOTE"], ["both"], dict(os.environ), 30, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (4, "out True\n", "err\n")
+
+
 def test_a_child_its_runner_stops_ends_without_a_status(tmp_path):
     proc, log = forked(tmp_path, "sleeps", "import time\ntime.sleep(60)\n")
     time.sleep(0.5)
