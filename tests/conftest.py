@@ -95,14 +95,15 @@ def dynamo_counters_kept():
     counters.update(saved)
 
 
-def run_module(*args, timeout=600, env=None):
+def run_module(*args, timeout=600, env=None, fresh=False):
     """`python -m <args>` from the repository's root, as a user starts a runner: its status, output and errors.
     Where the suite's zygote serves, forked from it as the runner's own children are (a process of its own,
     its module run as __main__), without the interpreter's start and imports that each of the suite's few
-    hundred runners paid (about 0.3 s, and 0.5 s more for matplotlib where it draws a report)."""
+    hundred runners paid (about 0.3 s, and 0.5 s more for matplotlib where it draws a report). fresh: a fresh
+    interpreter all the same."""
     full = {**os.environ, **env} if env else dict(os.environ)
     zygote = full.get("COOKBOOK_ZYGOTE", "")
-    if zygote not in ("", "0") and os.path.exists(zygote):
+    if not fresh and zygote not in ("", "0") and os.path.exists(zygote):
         try:
             return forked(zygote, list(args), full, timeout)
         except ConnectionError:

@@ -20,6 +20,10 @@ from common.runners.load import check_local
 from conftest import REPO, run_module
 
 ROW = [0.0] * 38
+# the serving runner in a fresh interpreter, not forked from the suite's zygote (conftest.run_module): forked,
+# it lost its exit status in 3 of 5 runs on this VM after its servers and its load clients (which it forks with
+# multiprocessing) had ended; the cause is not found
+FRESH = True
 
 
 def _start(tmp_path, *flags, env=None):
@@ -126,7 +130,7 @@ def test_the_sla_rate_is_where_p99_crosses_the_sla_between_swept_rates():
 @pytest.mark.xdist_group("serving-runner")  # one worker: the second run loads the first one's AOT package
 def test_make_recipe_serving_smoke_writes_both_curves_parity_and_traces(tmp_path):
     proc = run_module("common.runners.compare", "serving", "--smoke", "--device", "cpu", "--data", "synthetic",
-                      "--reports-dir", str(tmp_path), timeout=600)
+                      "--reports-dir", str(tmp_path), timeout=600, fresh=FRESH)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     md = (tmp_path / "serving.md").read_text()
     assert "**CPU run: not a GPU result**" in md and "SLA rate (the offered load at which p99 crosses 50 ms" in md
@@ -150,7 +154,7 @@ def test_make_recipe_serving_smoke_writes_both_curves_parity_and_traces(tmp_path
 def test_a_fast_twin_that_answers_the_wrong_customer_fails_parity(tmp_path):
     proc = run_module("common.runners.compare", "serving", "--smoke", "--device", "cpu", "--data", "synthetic",
                       "--rates", "50", "--duration-s", "0.5", "--reports-dir", str(tmp_path), timeout=600,
-                      env={"COOKBOOK_FAULT": "shuffled:fast"})
+                      env={"COOKBOOK_FAULT": "shuffled:fast"}, fresh=FRESH)
     assert proc.returncode == 1 and "parity FAILED for serving/churn" in proc.stderr, proc.stdout + proc.stderr
     assert "**Parity FAILED**: the fast twin's answer to request" in (tmp_path / "serving.md").read_text()
 
@@ -173,7 +177,8 @@ def test_a_saturated_load_generator_offers_again_from_more_processes_and_marks_w
     SLA (200 ms) leaves room for the planted client's own 20 ms lag, which the latencies carry."""
     proc = run_module("common.runners.compare", "serving", "--smoke", "--device", "cpu", "--data", "synthetic",
                       "--rates", "20,80,600", "--duration-s", "0.5", "--rounds", "1", "--sla-ms", "200",
-                      "--reports-dir", str(tmp_path), timeout=600, env={"COOKBOOK_FAULT": "slow-client:20"})
+                      "--reports-dir", str(tmp_path), timeout=600, env={"COOKBOOK_FAULT": "slow-client:20"},
+                      fresh=FRESH)
     out = proc.stdout
     assert "80 req/s: 1 client process(es) sent" in out and "again from 2" in out, out + proc.stderr
     # 600/s is beyond any machine's clients; on a busy one even two may fall short of 80/s, where it stops
