@@ -231,6 +231,9 @@ def test_each_gpt_technique_makes_its_declared_change(dynamo_counters_kept):
     cpu = torch.device("cpu")
     assert techniques.adamw(net.parameters(), cpu, fused=True, lr=1e-3).defaults["foreach"]
     assert not techniques.adamw(net.parameters(), cpu, fused=False, lr=1e-3).defaults["foreach"]
+    # the rung's CUDA branch: one fused kernel, no foreach (torch also builds a fused AdamW over CPU tensors)
+    on_gpu = techniques.adamw(net.parameters(), torch.device("cuda"), fused=True, lr=1e-3).defaults
+    assert on_gpu["fused"] and not on_gpu["foreach"]
     script = (REPO / "ladder" / "gpt_training.py").read_text()
     assert '"compiled": graphs_compiled() >= 1' in script  # the script observes what Dynamo captured
 
